@@ -1,0 +1,55 @@
+// swift-tools-version:6.0
+// Herald: a self-hosted push-notification delivery worker pool. See docs/ and DESIGN.md (§2 module map).
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "herald",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "herald", targets: ["herald"]),
+    ],
+    targets: [
+        // C libraries from Debian, each touched by exactly one Swift module.
+        .systemLibrary(name: "CRdKafka", pkgConfig: "rdkafka", providers: [.apt(["librdkafka-dev"])]),
+        .systemLibrary(name: "CNghttp2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+
+        .target(name: "HeraldCore", swiftSettings: swiftSettings),
+        .target(name: "HeraldCrypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
+        .target(name: "HeraldHTTP2", dependencies: ["CNghttp2", "HeraldCrypto"], swiftSettings: swiftSettings),
+        .target(name: "HeraldAPNs", dependencies: ["HeraldHTTP2", "HeraldCore", "HeraldCrypto"], swiftSettings: swiftSettings),
+        .target(name: "HeraldFCM", dependencies: ["HeraldHTTP2", "HeraldCore", "HeraldCrypto"], swiftSettings: swiftSettings),
+        .target(name: "HeraldKafka", dependencies: ["CRdKafka"], swiftSettings: swiftSettings),
+        .target(name: "HeraldPostgres", dependencies: ["CLibPQ", "HeraldCore", "HeraldCrypto"], swiftSettings: swiftSettings),
+        .target(
+            name: "HeraldWorker",
+            dependencies: ["HeraldCore", "HeraldCrypto", "HeraldHTTP2", "HeraldAPNs", "HeraldFCM", "HeraldKafka", "HeraldPostgres"],
+            swiftSettings: swiftSettings
+        ),
+        .target(name: "HeraldSim", dependencies: ["HeraldHTTP2", "HeraldCrypto"], swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "herald",
+            dependencies: ["HeraldCore", "HeraldKafka", "HeraldPostgres", "HeraldWorker", "HeraldSim"],
+            swiftSettings: swiftSettings
+        ),
+
+        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldCryptoTests", dependencies: ["HeraldCrypto"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldHTTP2Tests", dependencies: ["HeraldHTTP2"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldAPNsTests", dependencies: ["HeraldAPNs", "HeraldCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldFCMTests", dependencies: ["HeraldFCM", "HeraldCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldKafkaTests", dependencies: ["HeraldKafka"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldPostgresTests", dependencies: ["HeraldPostgres", "HeraldCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldWorkerTests", dependencies: ["HeraldWorker", "HeraldCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldSimTests", dependencies: ["HeraldSim"], swiftSettings: swiftSettings),
+        // Runs the built `herald` binary as a subprocess (validate-job, migrate, dev-broker).
+        .testTarget(name: "heraldTests", dependencies: ["HeraldCore"], swiftSettings: swiftSettings),
+    ],
+    swiftLanguageModes: [.v6]
+)

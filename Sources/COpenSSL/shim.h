@@ -1,0 +1,27 @@
+#ifndef HERALD_COPENSSL_SHIM_H
+#define HERALD_COPENSSL_SHIM_H
+#include <openssl/ssl.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <openssl/rand.h>
+#include <openssl/ec.h>
+#include <openssl/ecdsa.h>
+#include <openssl/bn.h>
+#include <openssl/rsa.h>
+#include <openssl/sha.h>
+#include <openssl/hmac.h>
+
+/* Macros Swift cannot call. */
+static inline long herald_ssl_set_tlsext_host_name(SSL *ssl, const char *name) {
+    return SSL_set_tlsext_host_name(ssl, name);
+}
+static inline long herald_ssl_ctx_set_min_proto_version(SSL_CTX *ctx, int version) {
+    return SSL_CTX_set_min_proto_version(ctx, version);
+}
+static inline int herald_tls1_2_version(void) { return TLS1_2_VERSION; }
+static inline int herald_evp_pkey_ec(void) { return EVP_PKEY_EC; }
+static inline int herald_evp_pkey_rsa(void) { return EVP_PKEY_RSA; }
+#endif

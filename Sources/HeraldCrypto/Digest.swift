@@ -1,0 +1,49 @@
+internal import COpenSSL
+
+/// SHA-256 through OpenSSL's EVP interface.
+public enum SHA256 {
+    /// The digest of `bytes` (32 bytes).
+    public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        let input = Array(bytes)
+        let ok = input.withUnsafeBytes { buffer in
+            EVP_Digest(buffer.baseAddress, buffer.count, &digest, &length, EVP_sha256(), nil)
+        }
+        // EVP_Digest with a built-in digest fails only when OpenSSL cannot allocate a context.
+        precondition(ok == 1, "EVP_Digest(SHA-256) failed: out of memory")
+        return Array(digest.prefix(Int(length)))
+    }
+
+    /// The digest of `text`'s UTF-8 bytes, as lower-case hex.
+    public static func hexDigest(_ text: String) -> String {
+        Hex.encode(hash(Array(text.utf8)))
+    }
+}
+
+/// Lower-case hexadecimal.
+public enum Hex {
+    /// Encodes bytes as lower-case hex.
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// Cryptographically secure random bytes from OpenSSL.
+public enum SecureRandom {
+    /// Thrown when OpenSSL's generator cannot produce bytes (not seeded).
+    public struct Unavailable: Error, Sendable {}
+
+    /// `count` random bytes.
+    public static func bytes(_ count: Int) throws(Unavailable) -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: count)
+        guard count == 0 || RAND_bytes(&buffer, Int32(count)) == 1 else { throw Unavailable() }
+        return buffer
+    }
+}

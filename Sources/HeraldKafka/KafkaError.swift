@@ -1,0 +1,60 @@
+/// An error from Kafka or from librdkafka, with librdkafka's error code when there is one.
+public struct KafkaError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        enum Base: String, Sendable {
+            case configuration, clientCreation, produce, delivery, subscribe, consume, commit, offsetStore, cluster, closed, timeout
+        }
+        let base: Base
+
+        /// A property was refused by librdkafka.
+        public static let configuration = Code(base: .configuration)
+        /// A producer, consumer or mock cluster could not be created.
+        public static let clientCreation = Code(base: .clientCreation)
+        /// A message could not be queued for sending.
+        public static let produce = Code(base: .produce)
+        /// A queued message was not acknowledged by the broker.
+        public static let delivery = Code(base: .delivery)
+        /// Subscribing to topics failed.
+        public static let subscribe = Code(base: .subscribe)
+        /// Reading messages failed.
+        public static let consume = Code(base: .consume)
+        /// Committing offsets failed.
+        public static let commit = Code(base: .commit)
+        /// Storing an offset failed.
+        public static let offsetStore = Code(base: .offsetStore)
+        /// The embedded cluster refused an operation.
+        public static let cluster = Code(base: .cluster)
+        /// The client was already closed.
+        public static let closed = Code(base: .closed)
+        /// An operation did not finish in time.
+        public static let timeout = Code(base: .timeout)
+
+        public var description: String { base.rawValue }
+    }
+
+    /// What kind of failure.
+    public let code: Code
+    /// What happened, for people.
+    public let message: String
+    /// librdkafka's `rd_kafka_resp_err_t`, when it gave one.
+    public let rdkafkaCode: Int32?
+    /// Whether trying again may succeed (librdkafka's own retriable flag, or a transient kind).
+    public let isRetryable: Bool
+    /// Where the error was raised.
+    public let file: String
+    public let line: Int
+
+    init(_ code: Code, _ message: String, rdkafkaCode: Int32? = nil, isRetryable: Bool = false, file: String = #fileID, line: Int = #line) {
+        self.code = code
+        self.message = message
+        self.rdkafkaCode = rdkafkaCode
+        self.isRetryable = isRetryable
+        self.file = file
+        self.line = line
+    }
+
+    public var description: String {
+        "KafkaError.\(code): \(message)"
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import HeraldKafka
+
+/// `herald dev-broker [--brokers N] [--topic NAME[:PARTITIONS]]…`: librdkafka's mock cluster on
+/// 127.0.0.1 for development and tests. Prints `bootstrap.servers=HOST:PORT,…` once ready and
+/// runs until SIGTERM or SIGINT.
+enum DevBrokerCommand {
+    static func run(_ arguments: [String]) -> Int32 {
+        var brokers = 3
+        var topics: [(String, Int32)] = []
+        var remaining = arguments[...]
+        while let argument = remaining.popFirst() {
+            switch argument {
+            case "--brokers":
+                guard let value = remaining.popFirst().flatMap({ Int($0) }), (1...16).contains(value) else {
+                    Console.error("herald dev-broker: --brokers takes a number from 1 to 16")
+                    return 64
+                }
+                brokers = value
+            case "--topic":
+                guard let value = remaining.popFirst(), let topic = parseTopic(value) else {
+                    Console.error("herald dev-broker: --topic takes NAME or NAME:PARTITIONS")
+                    return 64
+                }
+                topics.append(topic)
+            default:
+                Console.error("herald dev-broker: unknown option \(argument)\nusage: herald dev-broker [--brokers N] [--topic NAME[:PARTITIONS]]...")
+                return 64
+            }
+        }
+        // Block the stop signals before librdkafka starts its threads, so they all inherit the
+        // mask and this thread alone receives them in sigwait.
+        let signals = SignalSet.blocking([SIGTERM, SIGINT])
+        let cluster: EmbeddedKafkaCluster
+        do {
+            cluster = try EmbeddedKafkaCluster(brokers: brokers)
+            for (name, partitions) in topics {
+                try cluster.createTopic(name, partitions: partitions)
+            }
+        } catch {
+            Console.error("herald dev-broker: \(error)")
+            return 69
+        }
+        print("bootstrap.servers=\(cluster.bootstrapServers)")
+        fflush(nil)
+        let received = signals.wait()
+        Console.error("herald dev-broker: signal \(received), stopping")
+        withExtendedLifetime(cluster) {}
+        return 0
+    }
+
+    private static func parseTopic(_ text: String) -> (String, Int32)? {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard let name = parts.first, !name.isEmpty, parts.count <= 2 else { return nil }
+        if parts.count == 2 {
+            guard let partitions = Int32(parts[1]), (1...1024).contains(partitions) else { return nil }
+            return (String(name), partitions)
+        }
+        return (String(name), 4)
+    }
+}
+
+/// Signals blocked on every thread and awaited with `sigwait` on one.
+struct SignalSet {
+    private var set = sigset_t()
+
+    static func blocking(_ signals: [Int32]) -> SignalSet {
+        var result = SignalSet()
+        sigemptyset(&result.set)
+        for signal in signals { sigaddset(&result.set, signal) }
+        pthread_sigmask(SIG_BLOCK, &result.set, nil)
+        return result
+    }
+
+    func wait() -> Int32 {
+        var set = self.set
+        var received: Int32 = 0
+        sigwait(&set, &received)
+        return received
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+import HeraldPostgres
+
+/// `herald migrate [--database-url URL]`: applies Herald's migrations (safe to run from many
+/// processes at once; re-running is a no-op).
+enum MigrateCommand {
+    static func run(_ arguments: [String]) async -> Int32 {
+        var url = ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"]
+        var remaining = arguments[...]
+        while let argument = remaining.popFirst() {
+            switch argument {
+            case "--database-url":
+                guard let value = remaining.popFirst() else {
+                    Console.error("herald migrate: --database-url takes a URL")
+                    return 64
+                }
+                url = value
+            default:
+                Console.error("herald migrate: unknown option \(argument)\nusage: herald migrate [--database-url URL]  (or HERALD_DATABASE_URL)")
+                return 64
+            }
+        }
+        guard let url, !url.isEmpty else {
+            Console.error("herald migrate: no database: set HERALD_DATABASE_URL or pass --database-url postgresql://USER@HOST:PORT/DB")
+            return 78
+        }
+        do {
+            let connection = try await PostgresConnection.connect(url, applicationName: "herald-migrate")
+            let started = Date()
+            let outcome = try await Migrator().migrate(connection)
+            await connection.close()
+            for migration in outcome.applied {
+                print("applied \(fourDigits(migration.version))_\(migration.name)")
+            }
+            if !outcome.unknownVersions.isEmpty {
+                Console.error("herald migrate: note: the database has migrations this binary does not know (\(outcome.unknownVersions.map(String.init).joined(separator: ", "))); a newer Herald migrated it")
+            }
+            let milliseconds = Int(Date().timeIntervalSince(started) * 1000)
+            print("migrations: \(outcome.applied.count) applied, \(outcome.alreadyApplied) already applied (\(milliseconds) ms) on \(connection.info.redacted)")
+            return 0
+        } catch {
+            Console.error("herald migrate: \(error)")
+            switch error.code {
+            case .invalidURL: return 78
+            case .connectFailed, .connectionLost: return 69
+            default: return 65
+            }
+        }
+    }
+
+    private static func fourDigits(_ value: Int) -> String {
+        let digits = String(value)
+        return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+    }
+}

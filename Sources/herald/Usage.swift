@@ -1,0 +1,35 @@
+import Foundation
+
+enum HeraldVersion {
+    static let string = "0.1.0"
+}
+
+enum Usage {
+    static let text = """
+    usage: herald <command> [options]
+
+    commands:
+      validate-job [FILE|-]      validate a herald.job.v1 document (exit 0 valid, 65 invalid; reasons on stderr)
+      validate [FILE|-]          validate any Herald message by its "schema" member
+      migrate                    apply the database migrations (--database-url URL or HERALD_DATABASE_URL)
+      dev-broker                 run an embedded Kafka broker (librdkafka mock cluster) on 127.0.0.1
+      --version                  print the version
+    """
+}
+
+/// Writes to standard error.
+enum Console {
+    static func error(_ message: String) {
+        FileHandle.standardError.write(Data((message + "\n").utf8))
+    }
+}
+
+/// Reads a whole file, or standard input for "-".
+enum InputFile {
+    static func read(_ path: String) throws -> [UInt8] {
+        if path == "-" {
+            return Array(FileHandle.standardInput.readDataToEndOfFile())
+        }
+        return Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+    }
+}

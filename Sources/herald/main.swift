@@ -1,0 +1,28 @@
+import Foundation
+
+// The `herald` command line. Each command lives in its own file; this one only dispatches.
+// Exit codes follow sysexits(3): 64 usage, 65 bad input data, 69 a service unavailable, 70 internal, 78 configuration.
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+let status: Int32
+
+switch arguments.first {
+case "--version", "version":
+    print("herald \(HeraldVersion.string)")
+    status = 0
+case "validate-job":
+    status = ValidateCommand.run(Array(arguments.dropFirst()), jobsOnly: true)
+case "validate":
+    status = ValidateCommand.run(Array(arguments.dropFirst()), jobsOnly: false)
+case "migrate":
+    status = await MigrateCommand.run(Array(arguments.dropFirst()))
+case "dev-broker":
+    status = DevBrokerCommand.run(Array(arguments.dropFirst()))
+case nil, "help", "--help", "-h":
+    print(Usage.text)
+    status = arguments.isEmpty ? 64 : 0
+default:
+    Console.error("herald: unknown command '\(arguments[0])'\n\n\(Usage.text)")
+    status = 64
+}
+exit(status)
