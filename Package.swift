@@ -39,17 +39,20 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore"], swiftSettings: swiftSettings),
+        // Shared by the test targets only: service URLs from scripts/test, the repository root, subprocesses.
+        .target(name: "HeraldTestSupport", path: "Tests/HeraldTestSupport", swiftSettings: swiftSettings),
+
+        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldCryptoTests", dependencies: ["HeraldCrypto"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldHTTP2Tests", dependencies: ["HeraldHTTP2"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldAPNsTests", dependencies: ["HeraldAPNs", "HeraldCore"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldFCMTests", dependencies: ["HeraldFCM", "HeraldCore"], swiftSettings: swiftSettings),
-        .testTarget(name: "HeraldKafkaTests", dependencies: ["HeraldKafka"], swiftSettings: swiftSettings),
-        .testTarget(name: "HeraldPostgresTests", dependencies: ["HeraldPostgres", "HeraldCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldKafkaTests", dependencies: ["HeraldKafka", "HeraldTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldPostgresTests", dependencies: ["HeraldPostgres", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldWorkerTests", dependencies: ["HeraldWorker", "HeraldCore"], swiftSettings: swiftSettings),
-        .testTarget(name: "HeraldSimTests", dependencies: ["HeraldSim"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldSimTests", dependencies: ["HeraldSim", "HeraldTestSupport"], swiftSettings: swiftSettings),
         // Runs the built `herald` binary as a subprocess (validate-job, migrate, dev-broker).
-        .testTarget(name: "heraldTests", dependencies: ["HeraldCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "heraldTests", dependencies: ["HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
     ],
     swiftLanguageModes: [.v6]
 )

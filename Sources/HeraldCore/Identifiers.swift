@@ -34,7 +34,7 @@ public enum Identifiers {
     }
 
     /// Subscription ids: a UUID in its 8-4-4-4-12 hex form (either case).
-    public static let subscriptionID = StringRule(minLength: 36, maxLength: 36, expectation: "a UUID like 0b6c3a2e-4f1d-4a8e-9c2b-5d7e8f901234") { text in
+    public static let subscriptionID = StringRule(expectation: "a UUID like 0b6c3a2e-4f1d-4a8e-9c2b-5d7e8f901234") { text in
         isUUID(text)
     }
 
@@ -66,7 +66,7 @@ public enum Identifiers {
     }
 
     /// `HH:MM`, 00:00 to 23:59.
-    public static let clockTime = StringRule(minLength: 5, maxLength: 5, expectation: "a time of day HH:MM, 00:00 to 23:59") { text in
+    public static let clockTime = StringRule(expectation: "a time of day HH:MM, 00:00 to 23:59") { text in
         parseClockTime(text) != nil
     }
 

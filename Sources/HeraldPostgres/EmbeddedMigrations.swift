@@ -265,6 +265,7 @@ COMMENT ON INDEX subscriptions_location_idx IS
 CREATE INDEX subscriptions_last_session_idx
     ON subscriptions (app_id, last_session_at)
     WHERE opted_in AND invalidated_at IS NULL;
+
 """#),
         Migration(version: 2, name: "live_activities", sql: #"""
 -- 0002_live_activities: live activities, their numbering mark, and their push tokens.
@@ -346,6 +347,7 @@ COMMENT ON TABLE push_to_start_tokens IS
     'APNs push-to-start token of a device for one ActivityAttributes type (iOS 17.2+); a start event goes to these.';
 COMMENT ON COLUMN push_to_start_tokens.attributes_type IS 'ActivityAttributes type name the token can start; matches the job''s live_activity.attributes_type.';
 COMMENT ON COLUMN push_to_start_tokens.invalidated_at IS 'Set on an unregistered answer; such tokens are skipped.';
+
 """#),
         Migration(version: 3, name: "delivery", sql: #"""
 -- 0003_delivery: jobs, their shards and parked retries, scheduled releases, device-event dedupe.
@@ -556,6 +558,7 @@ COMMENT ON TABLE device_event_seen IS
 COMMENT ON COLUMN device_event_seen.action_id IS 'Button id of a clicked event; empty string = none (so it can be part of the primary key).';
 
 CREATE INDEX device_event_seen_seen_at_idx ON device_event_seen (seen_at);
+
 """#),
     ]
 }

@@ -1,0 +1,20 @@
+import Testing
+import HeraldCore
+
+@Suite struct DeviceEventTests {
+    @Test func roundTripsAndDedupesOnTypeJobSubscriptionAction() throws {
+        let event = DeviceEvent(type: .clicked, jobID: "job-1", appID: "demo", subscriptionID: "0b6c3a2e-4f1d-4a8e-9c2b-5d7e8f901234",
+                                actionID: "buy", at: Timestamp(seconds: 1_796_232_859))
+        #expect(try DeviceEvent.decode(event.json.serializedBytes()) == event)
+        #expect(event.dedupeKey == "clicked:job-1:0b6c3a2e-4f1d-4a8e-9c2b-5d7e8f901234:buy")
+        var body = event
+        body.actionID = nil
+        #expect(body.dedupeKey != event.dedupeKey)
+    }
+
+    @Test func refusesUnknownTypes() {
+        #expect(throws: ValidationError.self) {
+            try DeviceEvent.decode(Array(#"{"schema":"herald.device-event.v1","type":"opened","job_id":"j","app_id":"a","subscription_id":"0b6c3a2e-4f1d-4a8e-9c2b-5d7e8f901234","at":"2026-12-02T10:00:00Z"}"#.utf8))
+        }
+    }
+}

@@ -1,0 +1,53 @@
+import Testing
+import HeraldCore
+
+@Suite struct ReceiptTests {
+    private let sub = "0b6c3a2e-4f1d-4a8e-9c2b-5d7e8f901234"
+
+    @Test func deterministicIDs() {
+        var receipt = Receipt(jobID: "job-1", appID: "demo", stage: .accepted, subscriptionID: sub, platform: .ios, at: Timestamp(seconds: 0))
+        #expect(receipt.id == "job-1:\(sub):accepted")
+        #expect(receipt.messageKey == sub)
+        receipt.stage = .clicked
+        receipt.actionID = "buy"
+        #expect(receipt.id == "job-1:\(sub):clicked:buy")
+        let planned = Receipt(jobID: "job-1", appID: "demo", stage: .planned, at: Timestamp(seconds: 0))
+        #expect(planned.id == "job-1:planned")
+        #expect(planned.messageKey == "job-1")
+    }
+
+    @Test func roundTripsEveryStage() throws {
+        for stage in Receipt.Stage.allCases {
+            var receipt = Receipt(jobID: "job-1", appID: "demo", stage: stage, at: Timestamp(seconds: 1_796_232_859, nanoseconds: 5_000_000))
+            if !stage.isJobLevel {
+                receipt.subscriptionID = sub
+                receipt.platform = .android
+            }
+            if stage.needsReason { receipt.reason = stage == .halted ? .credentials : .retriesExhausted }
+            switch stage {
+            case .deferred: receipt.until = Timestamp(seconds: 1_796_240_000)
+            case .planned:
+                receipt.audienceEstimate = 1_000_000
+                receipt.shardCount = 20
+            case .halted: receipt.provider = .apns
+            case .completed: receipt.totals = Receipt.Totals(accepted: 5, unregistered: 1, failed: 0, dropped: 2)
+            case .accepted:
+                receipt.providerID = "apns-id-1"
+                receipt.attempts = 2
+            default: break
+            }
+            #expect(try Receipt.decode(receipt.json.serializedBytes()) == receipt, "stage \(stage)")
+        }
+    }
+
+    @Test func stageSpecificMembersAreRequired() throws {
+        let failed = Receipt(jobID: "j", appID: "a", stage: .failed, subscriptionID: sub, at: Timestamp(seconds: 0))
+        #expect(throws: ValidationError(at: JSONPath.root.appending("reason"), "is required for stage failed")) {
+            try Receipt(json: failed.json)
+        }
+        let completed = Receipt(jobID: "j", appID: "a", stage: .completed, at: Timestamp(seconds: 0))
+        #expect(throws: ValidationError(at: JSONPath.root.appending("totals"), "is required for stage completed")) {
+            try Receipt(json: completed.json)
+        }
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import HeraldTestSupport
+import Testing
+
+/// The `herald` binary, run as a user runs it.
+@Suite(.timeLimit(.minutes(2))) struct ValidateJobCommandTests {
+    static let examples = TestEnvironment.repositoryRoot.appendingPathComponent("schemas/examples")
+
+    static func jobFiles(_ folder: String) -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: examples.appendingPathComponent(folder).path)) ?? []
+        return names.filter { $0.hasPrefix("job-") && $0.hasSuffix(".json") }.sorted()
+    }
+
+    @Test func versionPrints() throws {
+        let result = try Subprocess.run(TestEnvironment.heraldBinary, ["--version"])
+        #expect(result.status == 0)
+        #expect(result.stdout.hasPrefix("herald "))
+    }
+
+    @Test(arguments: ValidateJobCommandTests.jobFiles("valid"))
+    func acceptsValidJob(name: String) throws {
+        let path = Self.examples.appendingPathComponent("valid").appendingPathComponent(name).path
+        let result = try Subprocess.run(TestEnvironment.heraldBinary, ["validate-job", path])
+        #expect(result.status == 0, "\(name): \(result.stderr)")
+    }
+
+    @Test(arguments: ValidateJobCommandTests.jobFiles("invalid"))
+    func refusesInvalidJobWithExit65AndTheNamedReason(name: String) throws {
+        let file = Self.examples.appendingPathComponent("invalid").appendingPathComponent(name)
+        let expected = try String(contentsOf: file.deletingPathExtension().appendingPathExtension("expect"), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        // Through standard input as well as by path.
+        let result = try Subprocess.run(TestEnvironment.heraldBinary, ["validate-job", "-"], input: try Data(contentsOf: file))
+        #expect(result.status == 65, "\(name)")
+        #expect(result.stderr.contains(expected), "\(name): \(result.stderr)")
+    }
+
+    @Test func missingFileAndBadUsage() throws {
+        #expect(try Subprocess.run(TestEnvironment.heraldBinary, ["validate-job", "/no/such/file.json"]).status == 66)
+        #expect(try Subprocess.run(TestEnvironment.heraldBinary, ["validate-job", "a", "b"]).status == 64)
+        #expect(try Subprocess.run(TestEnvironment.heraldBinary, ["no-such-command"]).status == 64)
+    }
+}
+
+@Suite(.enabled(if: TestEnvironment.shouldRun(needing: TestEnvironment.databaseVariable)), .timeLimit(.minutes(2)))
+struct MigrateCommandTests {
+    /// Five `herald migrate` processes at once on an empty database: one copy of each migration.
+    @Test func fiveProcessesAtOnceThenANoOp() async throws {
+        let serverURL = try TestEnvironment.require(TestEnvironment.databaseVariable)
+        let name = TestEnvironment.uniqueName("herald_cli")
+        let psql = try #require(Subprocess.which("psql"))
+        #expect(try Subprocess.run(psql, [serverURL, "-qc", "CREATE DATABASE \(name)"]).status == 0)
+        let base = serverURL.prefix { $0 != "?" }
+        let url = String(base[..<(base.lastIndex(of: "/") ?? base.endIndex)]) + "/" + name
+
+        let results = try await withThrowingTaskGroup(of: Subprocess.Result.self) { group in
+            for _ in 0..<5 {
+                group.addTask { try Subprocess.run(TestEnvironment.heraldBinary, ["migrate", "--database-url", url]) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        for result in results { #expect(result.status == 0, "\(result.stderr)") }
+        let appliedLines = results.flatMap { $0.stdout.split(separator: "\n") }.filter { $0.hasPrefix("applied ") }
+        let migrationFiles = try FileManager.default.contentsOfDirectory(atPath: TestEnvironment.repositoryRoot.appendingPathComponent("schemas/sql").path)
+            .filter { $0.hasSuffix(".sql") }
+        #expect(appliedLines.count == migrationFiles.count)
+        #expect(Set(appliedLines).count == migrationFiles.count)
+
+        let count = try Subprocess.run(psql, [url, "-tAc", "SELECT count(*) || '/' || count(DISTINCT version) FROM herald_schema_migrations"])
+        #expect(count.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "\(migrationFiles.count)/\(migrationFiles.count)")
+        let before = try Subprocess.run(psql, [url, "-tAc", "SELECT string_agg(version || '@' || applied_at, ',' ORDER BY version) FROM herald_schema_migrations"]).stdout
+
+        // HERALD_DATABASE_URL works as well as the flag; a second run changes nothing.
+        let again = try Subprocess.run(TestEnvironment.heraldBinary, ["migrate"], environment: ["HERALD_DATABASE_URL": url])
+        #expect(again.status == 0)
+        #expect(again.stdout.contains("migrations: 0 applied, \(migrationFiles.count) already applied"))
+        let after = try Subprocess.run(psql, [url, "-tAc", "SELECT string_agg(version || '@' || applied_at, ',' ORDER BY version) FROM herald_schema_migrations"]).stdout
+        #expect(before == after)
+        _ = try Subprocess.run(psql, [serverURL, "-qc", "DROP DATABASE \(name) WITH (FORCE)"])
+    }
+
+    @Test func clearErrorsWithoutADatabase() throws {
+        let missing = try Subprocess.run(TestEnvironment.heraldBinary, ["migrate"], environment: ["HERALD_DATABASE_URL": ""])
+        #expect(missing.status == 78)
+        #expect(missing.stderr.contains("HERALD_DATABASE_URL"))
+        let unreachable = try Subprocess.run(TestEnvironment.heraldBinary, ["migrate", "--database-url", "postgresql://postgres:pw@127.0.0.1:1/x"])
+        #expect(unreachable.status == 69)
+        #expect(!unreachable.stderr.contains("pw@"))
+    }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct DevBrokerCommandTests {
+    /// `herald dev-broker` prints its bootstrap line, serves kcat, and exits 0 on SIGTERM.
+    @Test func printsBootstrapServersAndStopsOnSIGTERM() throws {
+        let process = Process()
+        process.executableURL = TestEnvironment.heraldBinary
+        process.arguments = ["dev-broker", "--brokers", "2", "--topic", "herald.jobs:6"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = Pipe()
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(text.hasPrefix("bootstrap.servers=127.0.0.1:"))
+        let servers = text.dropFirst("bootstrap.servers=".count).split(separator: ",")
+        #expect(servers.count == 2)
+        if let kcat = Subprocess.which("kcat") {
+            let metadata = try Subprocess.run(kcat, ["-L", "-b", String(servers[0]), "-t", "herald.jobs", "-J"], timeout: 20)
+            #expect(metadata.status == 0)
+            // The topic was created with the six partitions asked for.
+            #expect(metadata.stdout.components(separatedBy: "\"partition\":").count - 1 == 6)
+        }
+        process.terminate()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+    }
+}
