@@ -52,11 +52,24 @@ public struct DeadLetter: Sendable, Equatable {
             offset: try source.int("offset", in: 0...Int64.max)
         )
         let encoded = try root.string("original_base64")
-        guard let data = Data(base64Encoded: encoded) else {
+        // Foundation accepts some malformed padding ("QQ=A"); check the canonical shape first.
+        guard DeadLetter.isCanonicalBase64(encoded), let data = Data(base64Encoded: encoded) else {
             throw ValidationError(at: JSONPath.root.appending("original_base64"), "must be base64")
         }
         original = Array(data)
         at = try root.timestamp("at")
+    }
+
+    /// Whether `text` is padded standard base64 (`A–Z a–z 0–9 + /`, `=` only to pad the last group).
+    static func isCanonicalBase64(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        guard bytes.count % 4 == 0 else { return false }
+        let padding = bytes.reversed().prefix { $0 == UInt8(ascii: "=") }.count
+        guard padding <= 2 else { return false }
+        return bytes.dropLast(padding).allSatisfy { byte in
+            (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39)
+                || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "/")
+        }
     }
 
     /// The message document.

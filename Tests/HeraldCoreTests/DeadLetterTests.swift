@@ -10,4 +10,12 @@ import HeraldCore
         #expect(decoded == letter)
         #expect(decoded.original == original)
     }
+
+    @Test(arguments: ["====", "QUJD=", "QQ=A", "QQ======", "QQ"])
+    func refusesMalformedBase64(text: String) {
+        let document = #"{"schema":"herald.dead-letter.v1","reason":"r","source":{"topic":"t","partition":0,"offset":0},"original_base64":"\#(text)","at":"2026-12-02T10:00:00Z"}"#
+        #expect(throws: ValidationError(at: JSONPath.root.appending("original_base64"), "must be base64")) {
+            try DeadLetter.decode(Array(document.utf8))
+        }
+    }
 }
