@@ -19,10 +19,12 @@ let package = Package(
         .systemLibrary(name: "CNghttp2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // epoll and eventfd, which Glibc's Swift module does not export.
+        .systemLibrary(name: "CLinux"),
 
         .target(name: "HeraldCore", swiftSettings: swiftSettings),
         .target(name: "HeraldCrypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
-        .target(name: "HeraldHTTP2", dependencies: ["CNghttp2", "HeraldCrypto"], swiftSettings: swiftSettings),
+        .target(name: "HeraldHTTP2", dependencies: ["CNghttp2", "CLinux", "HeraldCrypto"], swiftSettings: swiftSettings),
         .target(name: "HeraldAPNs", dependencies: ["HeraldHTTP2", "HeraldCore", "HeraldCrypto"], swiftSettings: swiftSettings),
         .target(name: "HeraldFCM", dependencies: ["HeraldHTTP2", "HeraldCore", "HeraldCrypto"], swiftSettings: swiftSettings),
         .target(name: "HeraldKafka", dependencies: ["CRdKafka"], swiftSettings: swiftSettings),

@@ -24,4 +24,17 @@ static inline long herald_ssl_ctx_set_min_proto_version(SSL_CTX *ctx, int versio
 static inline int herald_tls1_2_version(void) { return TLS1_2_VERSION; }
 static inline int herald_evp_pkey_ec(void) { return EVP_PKEY_EC; }
 static inline int herald_evp_pkey_rsa(void) { return EVP_PKEY_RSA; }
+static inline long herald_ssl_ctx_set_mode(SSL_CTX *ctx, long mode) { return SSL_CTX_set_mode(ctx, mode); }
+static inline long herald_ssl_mode_partial_write(void) {
+    return SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS;
+}
+static inline long herald_ssl_ctx_set_client_session_cache(SSL_CTX *ctx) {
+    return SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT);
+}
+static inline long herald_bio_mem_data(BIO *bio, char **data) { return BIO_get_mem_data(bio, data); }
+static inline int herald_tlsext_err_ok(void) { return SSL_TLSEXT_ERR_OK; }
+static inline int herald_tlsext_err_alert_fatal(void) { return SSL_TLSEXT_ERR_ALERT_FATAL; }
+static inline int herald_ssl_error_want_read(void) { return SSL_ERROR_WANT_READ; }
+static inline int herald_ssl_error_want_write(void) { return SSL_ERROR_WANT_WRITE; }
+static inline int herald_ssl_error_zero_return(void) { return SSL_ERROR_ZERO_RETURN; }
 #endif

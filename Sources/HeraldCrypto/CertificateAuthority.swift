@@ -1,0 +1,64 @@
+internal import COpenSSL
+
+/// A throwaway certificate authority and one server certificate it signed, as PEM text: what
+/// `herald sim` writes so clients can trust it (`ca.pem`) while it serves TLS on loopback.
+public struct CertificateAuthority: Sendable {
+    /// The CA certificate (trust this).
+    public let caCertificatePEM: String
+    /// The server certificate, for `subjectAltNames`.
+    public let serverCertificatePEM: String
+    /// The server certificate's private key (PKCS#8).
+    public let serverKeyPEM: String
+
+    /// Generates a CA valid for `days` and a server certificate for `dnsNames` and `ipAddresses`.
+    public static func generate(commonName: String = "Herald simulator CA", dnsNames: [String] = ["localhost"],
+                                ipAddresses: [String] = ["127.0.0.1"], days: Int = 3650) throws(CryptoError) -> CertificateAuthority {
+        let caKey = try PrivateKey.generate(.ecP256)
+        let serverKey = try PrivateKey.generate(.ecP256)
+        let ca = try makeCertificate(subject: commonName, key: caKey, issuer: nil, issuerKey: caKey, serial: 1, days: days,
+                                     extensions: [(NID_basic_constraints, "critical,CA:TRUE"), (NID_key_usage, "critical,keyCertSign,cRLSign")])
+        defer { X509_free(ca) }
+        let altNames = (dnsNames.map { "DNS:\($0)" } + ipAddresses.map { "IP:\($0)" }).joined(separator: ",")
+        let server = try makeCertificate(subject: dnsNames.first ?? ipAddresses.first ?? "server", key: serverKey, issuer: ca, issuerKey: caKey,
+                                         serial: 2, days: days,
+                                         extensions: [(NID_basic_constraints, "critical,CA:FALSE"), (NID_subject_alt_name, altNames),
+                                                      (NID_ext_key_usage, "serverAuth"), (NID_key_usage, "critical,digitalSignature")])
+        defer { X509_free(server) }
+        return CertificateAuthority(caCertificatePEM: try pem(ca), serverCertificatePEM: try pem(server), serverKeyPEM: try serverKey.pkcs8PEM())
+    }
+
+    private static func pem(_ certificate: OpaquePointer) throws(CryptoError) -> String {
+        let bio = try MemoryBIO()
+        guard PEM_write_bio_X509(bio.pointer, certificate) == 1 else { throw CryptoError.openssl(.certificate, "cannot write a certificate") }
+        return String(decoding: bio.contents, as: UTF8.self)
+    }
+
+    private static func makeCertificate(subject: String, key: PrivateKey, issuer: OpaquePointer?, issuerKey: PrivateKey,
+                                        serial: Int, days: Int, extensions: [(Int32, String)]) throws(CryptoError) -> OpaquePointer {
+        guard let certificate = X509_new() else { throw CryptoError.openssl(.certificate, "X509_new failed") }
+        var ok = X509_set_version(certificate, 2) == 1
+        ok = ok && ASN1_INTEGER_set(X509_get_serialNumber(certificate), serial) == 1
+        ok = ok && X509_gmtime_adj(X509_getm_notBefore(certificate), -3600) != nil
+        ok = ok && X509_gmtime_adj(X509_getm_notAfter(certificate), days * 86_400) != nil
+        ok = ok && X509_set_pubkey(certificate, key.pointer) == 1
+        let name = X509_get_subject_name(certificate)
+        ok = ok && X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, subject, -1, -1, 0) == 1
+        ok = ok && X509_set_issuer_name(certificate, issuer.map { X509_get_subject_name($0) } ?? name) == 1
+        var context = X509V3_CTX()
+        X509V3_set_ctx(&context, issuer ?? certificate, certificate, nil, nil, 0)
+        for (nid, value) in extensions where ok {
+            guard let extensionPointer = X509V3_EXT_conf_nid(nil, &context, nid, value) else {
+                ok = false
+                break
+            }
+            ok = X509_add_ext(certificate, extensionPointer, -1) == 1
+            X509_EXTENSION_free(extensionPointer)
+        }
+        ok = ok && X509_sign(certificate, issuerKey.pointer, EVP_sha256()) > 0
+        guard ok else {
+            X509_free(certificate)
+            throw CryptoError.openssl(.certificate, "cannot build a certificate")
+        }
+        return certificate
+    }
+}

@@ -1,0 +1,255 @@
+internal import CNghttp2
+import Glibc
+import HeraldCrypto
+
+/// One request on its way: what to send, who to tell, and how often it was retried.
+final class PendingRequest {
+    let request: HTTP2Request
+    let completion: (Result<HTTP2Response, HTTP2Error>) -> Void
+    let deadline: UInt64
+    /// Transparent retries so far (REFUSED_STREAM, above a GOAWAY's last stream).
+    var retries = 0
+    // The response as it arrives.
+    var status = 0
+    var headers: [HeaderField] = []
+    var body: [UInt8] = []
+    var bodyOffset = 0
+    var completed = false
+
+    init(request: HTTP2Request, deadline: UInt64, completion: @escaping (Result<HTTP2Response, HTTP2Error>) -> Void) {
+        self.request = request
+        self.deadline = deadline
+        self.completion = completion
+    }
+
+    func finish(_ result: Result<HTTP2Response, HTTP2Error>) {
+        guard !completed else { return }
+        completed = true
+        completion(result)
+    }
+}
+
+/// What a client connection reports to its pool (all on the loop thread).
+protocol HTTP2ClientConnectionOwner: AnyObject {
+    func connectionBecameReady(_ connection: HTTP2ClientConnection)
+    func connectionHasCapacity(_ connection: HTTP2ClientConnection)
+    /// Requests the server never processed: send them again elsewhere.
+    func retry(_ requests: [PendingRequest])
+    func connectionClosed(_ connection: HTTP2ClientConnection, error: HTTP2Error, wasReady: Bool)
+}
+
+/// A client connection: TCP, TLS with ALPN h2, an nghttp2 client session and its streams.
+final class HTTP2ClientConnection: HTTP2Transport {
+    weak var owner: (any HTTP2ClientConnectionOwner)?
+    let authority: String
+    let initialWindowSize: UInt32
+    private(set) var ready = false
+    private(set) var goingAway = false
+    private(set) var remoteMaxStreams = 1
+    var streams: [Int32: PendingRequest] = [:]
+    private var pingSentAt: UInt64?
+    private let constantHeaders: [HeaderField]
+
+    init(loop: EventLoop, fd: Int32, tls: TLSStream, authority: String, initialWindowSize: UInt32) {
+        self.authority = authority
+        self.initialWindowSize = initialWindowSize
+        self.constantHeaders = [HeaderField(":scheme", "https"), HeaderField(":authority", authority)]
+        super.init(loop: loop, fd: fd, tls: tls, connecting: true)
+    }
+
+    var hasCapacity: Bool { ready && !goingAway && state == .active && streams.count < remoteMaxStreams }
+    var inFlight: Int { streams.count }
+
+    override func makeSession() throws(HTTP2Error) {
+        let callbacks = try NGHTTP2Callbacks { callbacks in
+            nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
+                guard let connection = HTTP2Transport.from(user, as: HTTP2ClientConnection.self), let frame, let name, let value else { return 0 }
+                guard frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue), let request = connection.streams[frame.pointee.hd.stream_id] else { return 0 }
+                let headerName = String(decoding: UnsafeBufferPointer(start: name, count: nameLength), as: UTF8.self)
+                let headerValue = String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self)
+                if headerName == ":status" {
+                    request.status = Int(headerValue) ?? 0
+                } else {
+                    request.headers.append(HeaderField(headerName, headerValue))
+                }
+                return 0
+            }
+            nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, user in
+                guard let connection = HTTP2Transport.from(user, as: HTTP2ClientConnection.self), let data,
+                      let request = connection.streams[streamID] else { return 0 }
+                // Provider answers are small; a body past 1 MiB means a broken peer.
+                if request.body.count + length > 1 << 20 { return Int32(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue) }
+                request.body.append(contentsOf: UnsafeBufferPointer(start: data, count: length))
+                return 0
+            }
+            nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, user in
+                guard let connection = HTTP2Transport.from(user, as: HTTP2ClientConnection.self) else { return 0 }
+                connection.streamClosed(streamID, errorCode: errorCode)
+                return 0
+            }
+            nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, user in
+                guard let connection = HTTP2Transport.from(user, as: HTTP2ClientConnection.self), let frame else { return 0 }
+                connection.frameReceived(frame)
+                return 0
+            }
+            nghttp2_session_callbacks_set_on_frame_not_send_callback(callbacks) { _, frame, _, user in
+                guard let connection = HTTP2Transport.from(user, as: HTTP2ClientConnection.self), let frame else { return 0 }
+                // A HEADERS frame nghttp2 could not send (the session is going away): the server
+                // never saw the request, so it can go elsewhere.
+                if frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue), let request = connection.streams.removeValue(forKey: frame.pointee.hd.stream_id) {
+                    connection.owner?.retry([request])
+                }
+                return 0
+            }
+        }
+        var session: OpaquePointer?
+        guard nghttp2_session_client_new(&session, callbacks.pointer, opaque) == 0, let session else {
+            throw HTTP2Error(.protocolError, "nghttp2_session_client_new failed")
+        }
+        self.session = session
+        _ = HTTP2Settings.submit(session, [(HTTP2Settings.enablePush, 0), (HTTP2Settings.initialWindowSize, initialWindowSize),
+                                           (HTTP2Settings.maxConcurrentStreams, 1000)])
+        _ = nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, Int32(clamping: Int(initialWindowSize) * 16))
+    }
+
+    override func didBecomeActive() {
+        // Requests wait for the server's first SETTINGS: APNs allows one stream until a valid
+        // token, and opening more before we know would get them refused.
+    }
+
+    private func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) {
+        let type = frame.pointee.hd.type
+        if type == UInt8(NGHTTP2_SETTINGS.rawValue), frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 {
+            guard let session else { return }
+            let before = remoteMaxStreams
+            remoteMaxStreams = Int(min(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS), 100_000))
+            if !ready {
+                ready = true
+                owner?.connectionBecameReady(self)
+            } else if remoteMaxStreams > before {
+                owner?.connectionHasCapacity(self)
+            }
+        } else if type == UInt8(NGHTTP2_GOAWAY.rawValue) {
+            goingAway = true
+        } else if type == UInt8(NGHTTP2_PING.rawValue), frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 {
+            pingSentAt = nil
+        }
+    }
+
+    /// Opens a stream for `request` (the caller checked ``hasCapacity``).
+    func submit(_ request: PendingRequest) {
+        guard let session else {
+            owner?.retry([request])
+            return
+        }
+        var fields = [HeaderField(":method", request.request.method), HeaderField(":path", request.request.path, neverIndex: true)]
+        fields.append(contentsOf: constantHeaders)
+        fields.append(contentsOf: request.request.headers)
+        let hasBody = !request.request.body.isEmpty
+        let streamID: Int32
+        do {
+            streamID = try withNVs(fields) { (nvs: UnsafeMutableBufferPointer<nghttp2_nv>) throws(HPACKError) -> Int32 in
+                if hasBody {
+                    var provider = nghttp2_data_provider()
+                    provider.read_callback = { _, streamID, buffer, length, flags, _, user in
+                        guard let connection = HTTP2Transport.from(user, as: HTTP2ClientConnection.self), let buffer, let flags,
+                              let request = connection.streams[streamID] else { return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue) }
+                        let remaining = request.request.body.count - request.bodyOffset
+                        let count = min(remaining, length)
+                        request.request.body.withUnsafeBytes { bytes in
+                            if let base = bytes.baseAddress {
+                                buffer.update(from: base.advanced(by: request.bodyOffset).assumingMemoryBound(to: UInt8.self), count: count)
+                            }
+                        }
+                        request.bodyOffset += count
+                        if request.bodyOffset == request.request.body.count {
+                            flags.pointee |= UInt32(NGHTTP2_DATA_FLAG_EOF.rawValue)
+                        }
+                        return count
+                    }
+                    return nghttp2_submit_request(session, nil, nvs.baseAddress, nvs.count, &provider, nil)
+                }
+                return nghttp2_submit_request(session, nil, nvs.baseAddress, nvs.count, nil, nil)
+            }
+        } catch {
+            request.finish(.failure(HTTP2Error(.protocolError, "\(error)")))
+            return
+        }
+        guard streamID > 0 else {
+            // Out of stream ids, or the session is closing: another connection can take it.
+            goingAway = true
+            owner?.retry([request])
+            return
+        }
+        streams[streamID] = request
+        scheduleFlush()
+    }
+
+    private func streamClosed(_ streamID: Int32, errorCode: UInt32) {
+        guard let request = streams.removeValue(forKey: streamID) else { return }
+        if errorCode == UInt32(NGHTTP2_NO_ERROR.rawValue) && request.status > 0 {
+            request.finish(.success(HTTP2Response(status: request.status, headers: request.headers, body: request.body)))
+        } else if errorCode == UInt32(NGHTTP2_REFUSED_STREAM.rawValue) {
+            // Never processed (RFC 9113 §8.7): safe to send again.
+            request.status = 0
+            request.headers = []
+            request.body = []
+            request.bodyOffset = 0
+            owner?.retry([request])
+        } else {
+            request.finish(.failure(HTTP2Error(.streamReset(errorCode), "stream reset by the peer: \(String(cString: nghttp2_http2_strerror(errorCode)))")))
+        }
+        if goingAway && streams.isEmpty {
+            close(HTTP2Error(.goaway(retryable: true), "the server sent GOAWAY"))
+        } else if hasCapacity {
+            owner?.connectionHasCapacity(self)
+        }
+    }
+
+    /// Times out streams past their deadline and keeps the connection alive with PINGs.
+    func sweep(now: UInt64, pingIntervalNanoseconds: UInt64, pingTimeoutNanoseconds: UInt64) {
+        guard state == .active, let session else { return }
+        var expired: [Int32] = []
+        for (streamID, request) in streams where request.deadline <= now {
+            expired.append(streamID)
+        }
+        for streamID in expired {
+            guard let request = streams.removeValue(forKey: streamID) else { continue }
+            _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, UInt32(NGHTTP2_CANCEL.rawValue))
+            request.finish(.failure(HTTP2Error(.timeout, "no answer within the request's deadline")))
+        }
+        if let pingSentAt {
+            if now - pingSentAt > pingTimeoutNanoseconds {
+                close(HTTP2Error(.connectionLost, "no PING answer within \(pingTimeoutNanoseconds / 1_000_000) ms"))
+                return
+            }
+        } else if now - lastActivity > pingIntervalNanoseconds {
+            pingSentAt = now
+            _ = nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
+        }
+        if !expired.isEmpty || pingSentAt == now { scheduleFlush() }
+        if !expired.isEmpty, hasCapacity { owner?.connectionHasCapacity(self) }
+    }
+
+    override func didClose(_ error: HTTP2Error) {
+        let wasReady = ready
+        ready = false
+        let orphans = streams.values
+        streams.removeAll()
+        for request in orphans {
+            // The server may have processed these: the caller decides whether to send again.
+            if case .goaway = error.code {
+                request.finish(.failure(HTTP2Error(.goaway(retryable: false), "the connection closed after GOAWAY with the request in flight")))
+            } else {
+                request.finish(.failure(HTTP2Error(.connectionLost, "the connection closed with the request in flight: \(error.message)")))
+            }
+        }
+        owner?.connectionClosed(self, error: error, wasReady: wasReady)
+    }
+
+    /// Closes after the streams in flight finish (graceful).
+    func drain() {
+        goingAway = true
+        if streams.isEmpty { close(HTTP2Error(.shutdown, "closed by the client")) }
+    }
+}

@@ -1,0 +1,42 @@
+import Foundation
+import HeraldCrypto
+import HeraldHTTP2
+
+/// A TLS HTTP/2 server on loopback with a throwaway CA, and a client pool that trusts it.
+final class HTTP2TestPeer: @unchecked Sendable {
+    let authority: CertificateAuthority
+    let caFile: String
+    let serverGroup: EventLoopGroup
+    let server: HTTP2Server
+    let clientLoop: EventLoop
+
+    init(maxConcurrentStreams: UInt32 = 1000, onConnection: (@Sendable (HTTP2ServerConnection) -> Void)? = nil,
+         handler: @escaping HTTP2RequestHandler) throws {
+        authority = try CertificateAuthority.generate()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-h2-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        caFile = directory.appendingPathComponent("ca.pem").path
+        try authority.caCertificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
+        serverGroup = try EventLoopGroup(count: 1)
+        var configuration = HTTP2Server.Configuration()
+        configuration.maxConcurrentStreams = maxConcurrentStreams
+        server = HTTP2Server(configuration: configuration,
+                             tls: try TLSContext(serverCertificatePEM: authority.serverCertificatePEM, keyPEM: authority.serverKeyPEM),
+                             group: serverGroup, onConnection: onConnection, handler: handler)
+        try server.start()
+        clientLoop = try EventLoop()
+    }
+
+    func client(maxConnections: Int = 1, configure: (inout HTTP2Client.Configuration) -> Void = { _ in }) throws -> HTTP2Client {
+        var configuration = HTTP2Client.Configuration(host: "127.0.0.1", port: server.port)
+        configuration.maxConnections = maxConnections
+        configure(&configuration)
+        return HTTP2Client(configuration: configuration, tls: try TLSContext(client: caFile), loop: clientLoop)
+    }
+
+    deinit {
+        server.stop()
+        serverGroup.shutdown()
+        clientLoop.shutdown()
+    }
+}
