@@ -34,7 +34,7 @@ let package = Package(
             dependencies: ["HeraldCore", "HeraldCrypto", "HeraldHTTP2", "HeraldAPNs", "HeraldFCM", "HeraldKafka", "HeraldPostgres"],
             swiftSettings: swiftSettings
         ),
-        .target(name: "HeraldSim", dependencies: ["HeraldHTTP2", "HeraldCrypto"], swiftSettings: swiftSettings),
+        .target(name: "HeraldSim", dependencies: ["HeraldCore", "HeraldHTTP2", "HeraldCrypto"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "herald",
             dependencies: ["HeraldCore", "HeraldKafka", "HeraldPostgres", "HeraldWorker", "HeraldSim"],

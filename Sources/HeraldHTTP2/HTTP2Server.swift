@@ -29,9 +29,26 @@ public final class HTTP2ServerRequest {
         headers.first { $0.name == name }?.value
     }
 
+    /// Delays the answer by this much (a simulator's added latency).
+    public var responseDelayNanoseconds: UInt64 = 0
+
     /// Answers the request (on the connection's loop; once).
     public func respond(status: Int, headers: [HeaderField] = [], body: [UInt8] = []) {
+        if responseDelayNanoseconds > 0 {
+            let delay = responseDelayNanoseconds
+            responseDelayNanoseconds = 0
+            connection.loop.scheduleTimer(afterNanoseconds: delay) { [self] in
+                connection.respond(self, status: status, headers: headers, body: body)
+            }
+            return
+        }
         connection.respond(self, status: status, headers: headers, body: body)
+    }
+
+    /// Refuses the stream with RST_STREAM(REFUSED_STREAM): the client may send it again, since
+    /// the server did not process it.
+    public func refuse() {
+        connection.reset(self, errorCode: 7)
     }
 }
 
@@ -116,9 +133,9 @@ public final class HTTP2Server: @unchecked Sendable {
                 return
             }
             let connection = HTTP2ServerConnection(loop: loop, fd: fd, tls: stream, configuration: configuration, handler: handler)
-            onConnection?(connection)
             connection.retainWhileOpen()
-            connection.start()
+            onConnection?(connection)
+            if connection.state != .closed { connection.start() }
         }
     }
 
@@ -265,10 +282,22 @@ public final class HTTP2ServerConnection: HTTP2Transport {
         scheduleFlush()
     }
 
+    fileprivate func reset(_ request: HTTP2ServerRequest, errorCode: UInt32) {
+        guard !request.answered, state == .active, let session else { return }
+        request.answered = true
+        _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), request.streamID, errorCode)
+        scheduleFlush()
+    }
+
     /// Announces a new SETTINGS_MAX_CONCURRENT_STREAMS (APNs lowers it to 1 before the first
     /// valid token and after rejections).
     public func setMaxConcurrentStreams(_ value: UInt32) {
-        guard let session, value != maxConcurrentStreams else { return }
+        guard value != maxConcurrentStreams else { return }
+        guard let session else {
+            // Before the session exists: the first SETTINGS frame will carry it.
+            maxConcurrentStreams = value
+            return
+        }
         maxConcurrentStreams = value
         _ = HTTP2Settings.submit(session, [(HTTP2Settings.maxConcurrentStreams, value)])
         scheduleFlush()
@@ -292,6 +321,9 @@ public final class HTTP2ServerConnection: HTTP2Transport {
             }
         }
     }
+
+    /// Whether the connection is gone.
+    public var isClosed: Bool { state == .closed }
 
     /// Drops the TCP connection with a reset, in-flight streams and all.
     public func abort() {

@@ -13,6 +13,8 @@ enum Usage {
       validate [FILE|-]          validate any Herald message by its "schema" member
       migrate                    apply the database migrations (--database-url URL or HERALD_DATABASE_URL)
       dev-broker                 run an embedded Kafka broker (librdkafka mock cluster) on 127.0.0.1
+      sim                        run the APNs and FCM simulators (TLS HTTP/2 on 127.0.0.1); `sim token` prints an APNs token
+      bench http2                HTTP/2 load through Herald's client, JSON out
       --version                  print the version
     """
 }

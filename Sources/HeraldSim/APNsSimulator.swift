@@ -1,0 +1,146 @@
+import Foundation
+import HeraldCore
+public import HeraldCrypto
+import HeraldHTTP2
+import Synchronization
+
+/// A strict loopback APNs: validates requests as APNs does (`shared/reference/protocols.md`
+/// §A2–A7) and answers with APNs's status codes and reason strings.
+///
+/// With token auth it advertises one stream until the connection's first valid token, then
+/// `maxConcurrentStreams`, as APNs does. `@unchecked Sendable`: per-connection state lives in
+/// the connection's `context` and is touched only on its loop; shared state is behind locks.
+public final class APNsSimulator: @unchecked Sendable {
+    private let credentials: SimulatorCredentials
+    private let publicKey: PublicKey
+    public let stats: SimulatorStats
+    private let faults: SimulatorFaults
+    private let maxConcurrentStreams: UInt32
+    /// Tokens whose signature was checked: token → issued-at (verifying once per token, not per request).
+    private let verifiedTokens = Mutex<[String: Int64]>([:])
+    private let counter = Atomic<UInt64>(0)
+
+    /// Creates a simulator for the credentials' key, team and bundle.
+    public init(credentials: SimulatorCredentials, stats: SimulatorStats, faults: SimulatorFaults, maxConcurrentStreams: UInt32) throws(CryptoError) {
+        self.credentials = credentials
+        self.publicKey = try credentials.apnsKey.publicKey()
+        self.stats = stats
+        self.faults = faults
+        self.maxConcurrentStreams = maxConcurrentStreams
+    }
+
+    static let pushTypes: [String: String] = [
+        "alert": "", "background": "", "voip": ".voip", "liveactivity": ".push-type.liveactivity", "location": ".location-query",
+        "complication": ".complication", "fileprovider": ".pushkit.fileprovider", "mdm": "", "pushtotalk": ".voip-ptt",
+        "controls": ".push-type.controls", "widgets": ".push-type.widgets",
+    ]
+
+    /// Sets up a new connection: one stream until a valid token.
+    func connectionOpened(_ connection: HTTP2ServerConnection) {
+        _ = connection.simulatorState
+        connection.setMaxConcurrentStreams(1)
+    }
+
+    /// Handles one request (on the connection's loop).
+    func handle(_ request: HTTP2ServerRequest) {
+        stats.recordRequest()
+        let apnsID = request.header("apns-id") ?? UUID().uuidString.lowercased()
+        func reject(_ status: Int, _ reason: String, violation: Bool = true, extra: [String: JSONValue] = [:], headers: [HeaderField] = []) {
+            stats.recordRejected(reason: reason, violation: violation)
+            var body = extra
+            body["reason"] = .string(reason)
+            request.respond(status: status, headers: [HeaderField("apns-id", apnsID), HeaderField("content-type", "application/json")] + headers,
+                            body: JSONValue.object(body).serializedBytes())
+        }
+        let state = request.connection.simulatorState
+
+        // A7 order, then the stricter checks Apple's rules imply.
+        if let id = request.header("apns-id"), !Identifiers.isUUID(id) { return reject(400, "BadMessageId") }
+        guard request.method == "POST" else { return reject(405, "MethodNotAllowed") }
+        var seen = Set<String>()
+        for header in request.headers where !seen.insert(header.name).inserted { return reject(400, "DuplicateHeaders") }
+        guard let topic = request.header("apns-topic"), !topic.isEmpty else { return reject(400, "MissingTopic") }
+        if let collapse = request.header("apns-collapse-id"), collapse.utf8.count > 64 { return reject(400, "BadCollapseId") }
+        let pushType = request.header("apns-push-type") ?? "alert"
+        guard let suffix = APNsSimulator.pushTypes[pushType] else { return reject(400, "InvalidPushType") }
+        let priority = request.header("apns-priority") ?? "10"
+        guard ["10", "5", "1"].contains(priority) else { return reject(400, "BadPriority") }
+        if pushType == "background" && priority == "10" { return reject(400, "BadPriority") }
+        if let expiration = request.header("apns-expiration"), Int64(expiration).map({ $0 < 0 }) ?? true { return reject(400, "BadExpirationDate") }
+        guard request.path.hasPrefix("/3/device/") else { return reject(404, "BadPath") }
+        let token = String(request.path.dropFirst("/3/device/".count))
+        guard !token.isEmpty else { return reject(400, "MissingDeviceToken") }
+        guard token.count >= 32, token.count <= 200, token.count % 2 == 0, token.utf8.allSatisfy({ $0.isHexDigit }) else {
+            return reject(400, "BadDeviceToken")
+        }
+
+        // Authentication (A4).
+        guard let authorization = request.header("authorization"), authorization.lowercased().hasPrefix("bearer "),
+              authorization.count > 7 else { return reject(403, "MissingProviderToken") }
+        let jwt = String(authorization.dropFirst(7))
+        switch verify(jwt) {
+        case .invalid: return reject(403, "InvalidProviderToken")
+        case .expired: return reject(403, "ExpiredProviderToken")
+        case .valid(let team):
+            if let first = state.teamID, first != team { return reject(403, "InvalidProviderToken") }
+            state.teamID = team
+        }
+        guard topic == credentials.bundleID + suffix else {
+            if topic.hasPrefix(credentials.bundleID) { return reject(400, "BadTopic") }
+            return reject(400, "TopicDisallowed")
+        }
+        if !state.authenticated {
+            state.authenticated = true
+            request.connection.setMaxConcurrentStreams(maxConcurrentStreams)
+        }
+
+        // Payload.
+        let limit = pushType == "voip" ? 5120 : 4096
+        guard !request.body.isEmpty else { return reject(400, "PayloadEmpty") }
+        guard request.body.count <= limit else { return reject(413, "PayloadTooLarge") }
+        guard let payload = try? JSONValue.parse(request.body, limits: .init(maxBytes: limit, maxDepth: 32)), payload["aps"]?.objectValue != nil else {
+            return reject(400, "BadPayload")
+        }
+
+        // Devices and faults.
+        if faults.unregistered.isUnregistered(token) {
+            let timestamp = Int64(Date().timeIntervalSince1970 * 1000) - 60_000
+            return reject(410, "Unregistered", violation: false, extra: ["timestamp": .int(timestamp)])
+        }
+        let roll = Double.random(in: 0..<1)
+        if roll < faults.stallRate { return }  // never answered: the client's deadline must fire
+        if roll < faults.stallRate + faults.tooManyRequestsRate {
+            return reject(429, "TooManyRequests", violation: false, headers: [HeaderField("retry-after", String(faults.retryAfterSeconds))])
+        }
+        if roll < faults.stallRate + faults.tooManyRequestsRate + faults.serverErrorRate {
+            return Bool.random() ? reject(500, "InternalServerError", violation: false)
+                : reject(503, "ServiceUnavailable", violation: false, headers: [HeaderField("retry-after", String(faults.retryAfterSeconds))])
+        }
+        stats.recordAccepted(token: token)
+        request.respond(status: 200, headers: [HeaderField("apns-id", apnsID)])
+    }
+
+    enum Verification { case valid(team: String), invalid, expired }
+
+    private func verify(_ jwt: String) -> Verification {
+        let now = Int64(Date().timeIntervalSince1970)
+        if let issuedAt = verifiedTokens.withLock({ $0[jwt] }) {
+            return now - issuedAt > 3600 ? .expired : .valid(team: credentials.teamID)
+        }
+        guard let token = try? JWT(compact: jwt), token.verify(with: publicKey),
+              let header = try? JSONValue.parse(token.headerJSON), let claims = try? JSONValue.parse(token.claimsJSON),
+              header["alg"] == .string("ES256"), header["kid"] == .string(credentials.apnsKeyID),
+              claims["iss"] == .string(credentials.teamID), case .number(let iat)? = claims["iat"], let issuedAt = iat.int64
+        else { return .invalid }
+        if issuedAt > now + 60 { return .invalid }
+        verifiedTokens.withLock { tokens in
+            if tokens.count > 10_000 { tokens.removeAll() }
+            tokens[jwt] = issuedAt
+        }
+        return now - issuedAt > 3600 ? .expired : .valid(team: credentials.teamID)
+    }
+}
+
+extension UInt8 {
+    var isHexDigit: Bool { (self >= 0x30 && self <= 0x39) || (self >= 0x41 && self <= 0x46) || (self >= 0x61 && self <= 0x66) }
+}

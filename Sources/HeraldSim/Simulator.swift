@@ -1,0 +1,149 @@
+public import Foundation
+import Glibc
+public import HeraldCore
+import HeraldCrypto
+public import HeraldHTTP2
+import Synchronization
+
+/// `herald sim`: the APNs and FCM simulators on 127.0.0.1 over TLS HTTP/2, with their state
+/// directory, shared fault injection and `GET /_sim/stats` (`?tokens=1` adds per-token counts;
+/// `POST /_sim/reset` clears them) on both ports.
+public final class Simulator: Sendable {
+    /// How to run.
+    public struct Configuration: Sendable {
+        public var apnsPort = 0
+        public var fcmPort = 0
+        public var stateDirectory: URL
+        /// Streams per connection once a valid APNs token was seen.
+        public var maxConcurrentStreams: UInt32 = 1000
+        public var faults = SimulatorFaults()
+        /// Event-loop threads serving both simulators.
+        public var threads = 1
+        /// Lifetime of issued FCM access tokens.
+        public var fcmTokenLifetimeSeconds: Int64 = 3600
+
+        /// Creates a configuration.
+        public init(stateDirectory: URL) {
+            self.stateDirectory = stateDirectory
+        }
+    }
+
+    public let credentials: SimulatorCredentials
+    public let apnsStats = SimulatorStats()
+    public let fcmStats = SimulatorStats()
+    private let apnsServer: HTTP2Server
+    private let fcmServer: HTTP2Server
+    private let group: EventLoopGroup
+    /// The ports it listens on.
+    public let apnsPort: Int
+    public let fcmPort: Int
+
+    /// Prepares the state directory and starts both servers.
+    public init(configuration: Configuration) throws {
+        group = try EventLoopGroup(count: max(1, configuration.threads))
+        // Bind first when a port is 0, so the service account can name the FCM port it got.
+        var fcmServerConfiguration = HTTP2Server.Configuration(port: configuration.fcmPort)
+        fcmServerConfiguration.maxConcurrentStreams = configuration.maxConcurrentStreams
+        var apnsServerConfiguration = HTTP2Server.Configuration(port: configuration.apnsPort)
+        apnsServerConfiguration.maxConcurrentStreams = configuration.maxConcurrentStreams
+        let fcmPort = configuration.fcmPort != 0 ? configuration.fcmPort : try FreePort.find()
+        fcmServerConfiguration.port = fcmPort
+        credentials = try SimulatorCredentials.prepare(directory: configuration.stateDirectory, fcmPort: fcmPort)
+        let tls = try TLSContext(serverCertificatePEM: credentials.serverCertificatePEM, keyPEM: credentials.serverKeyPEM)
+        let faults = configuration.faults
+        let apns = try APNsSimulator(credentials: credentials, stats: apnsStats, faults: faults, maxConcurrentStreams: configuration.maxConcurrentStreams)
+        let fcm = try FCMSimulator(credentials: credentials, stats: fcmStats, faults: faults, tokenLifetimeSeconds: configuration.fcmTokenLifetimeSeconds)
+        let refuseUntil = Date().addingTimeInterval(faults.refuseConnectionsForSeconds)
+        let apnsStats = self.apnsStats
+        let fcmStats = self.fcmStats
+        apnsServer = HTTP2Server(configuration: apnsServerConfiguration, tls: tls, group: group, onConnection: { connection in
+            apnsStats.recordConnection()
+            if Date() < refuseUntil { return connection.abort() }
+            apns.connectionOpened(connection)
+        }, handler: { request in
+            Simulator.serve(request, stats: apnsStats, faults: faults) { apns.handle($0) }
+        })
+        fcmServer = HTTP2Server(configuration: fcmServerConfiguration, tls: tls, group: group, onConnection: { connection in
+            fcmStats.recordConnection()
+            if Date() < refuseUntil { connection.abort() }
+        }, handler: { request in
+            Simulator.serve(request, stats: fcmStats, faults: faults) { fcm.handle($0) }
+        })
+        apnsPort = try apnsServer.start()
+        self.fcmPort = try fcmServer.start()
+    }
+
+    /// Fault injection and the stats endpoints around a simulator's handler.
+    private static func serve(_ request: HTTP2ServerRequest, stats: SimulatorStats, faults: SimulatorFaults, handler: (HTTP2ServerRequest) -> Void) {
+        if request.path.hasPrefix("/_sim/") {
+            if request.path.hasPrefix("/_sim/stats") {
+                let body = stats.snapshot.json(includeTokens: request.path.contains("tokens=1")).serializedBytes()
+                return request.respond(status: 200, headers: [HeaderField("content-type", "application/json")], body: body)
+            }
+            if request.path == "/_sim/reset", request.method == "POST" {
+                stats.reset()
+                return request.respond(status: 204)
+            }
+            return request.respond(status: 404)
+        }
+        let connection = request.connection
+        let state = connection.simulatorState
+        // Streams after a GOAWAY's last stream id are refused, never processed: the client
+        // sends them again elsewhere, and nothing is delivered twice.
+        if let last = state.goawayLastStreamID, request.streamID > last { return request.refuse() }
+        if faults.latencyMilliseconds > 0 { request.responseDelayNanoseconds = UInt64(faults.latencyMilliseconds) * 1_000_000 }
+        handler(request)
+        if faults.goawayEvery > 0, connection.requestCount % faults.goawayEvery == 0, state.goawayLastStreamID == nil {
+            state.goawayLastStreamID = request.streamID
+            connection.goAway(lastStreamID: request.streamID)
+        }
+        if faults.resetEvery > 0, connection.requestCount % faults.resetEvery == 0 {
+            connection.abort()
+        }
+    }
+
+    /// Stops both servers.
+    public func stop() {
+        apnsServer.stop()
+        fcmServer.stop()
+        group.shutdown()
+    }
+
+}
+
+/// What a simulator remembers about one connection (touched only on its loop).
+final class SimulatorConnectionState {
+    /// APNs: a valid provider token was seen, and the team it named.
+    var authenticated = false
+    var teamID: String?
+    /// Fault injection: the last stream id of the GOAWAY sent, if any.
+    var goawayLastStreamID: Int32?
+}
+
+extension HTTP2ServerConnection {
+    var simulatorState: SimulatorConnectionState {
+        if let state = context as? SimulatorConnectionState { return state }
+        let state = SimulatorConnectionState()
+        context = state
+        return state
+    }
+}
+
+/// A TCP port nobody listens on now (bind to port 0, read it, close).
+enum FreePort {
+    static func find() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw SimulatorCredentials.Failure(message: "socket failed") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else { throw SimulatorCredentials.Failure(message: "cannot find a free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}

@@ -1,0 +1,110 @@
+public import Foundation
+public import HeraldCrypto
+
+/// The files a simulator's state directory holds, so that any client can trust it and
+/// authenticate to it: `ca.pem`, `server.pem` + `server-key.pem` (its TLS identity, for
+/// 127.0.0.1 and localhost), `apns-key.p8` + `apns.json` (`key_id`, `team_id`, `bundle_id`) and
+/// `fcm-service-account.json` (whose `token_uri` points at the simulator). Existing files are
+/// kept, so a restarted simulator is trusted by clients that already read them; any tool that
+/// writes the same files (another simulator, a real app's credentials) is interchangeable.
+public struct SimulatorCredentials: Sendable {
+    public let directory: URL
+    public let caCertificatePEM: String
+    public let serverCertificatePEM: String
+    public let serverKeyPEM: String
+    /// APNs token-auth key and its identity.
+    public let apnsKey: PrivateKey
+    public let apnsKeyID: String
+    public let teamID: String
+    public let bundleID: String
+    /// The FCM service account's signing key, project and identity.
+    public let fcmKey: PrivateKey
+    public let fcmProjectID: String
+    public let fcmClientEmail: String
+    public let fcmTokenURI: String
+
+    /// Why a state directory could not be read or written.
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public let message: String
+        public var description: String { message }
+    }
+
+    /// Loads `directory`, creating whatever is missing. `fcmPort` decides the service account's
+    /// `token_uri`; an existing file with another port is rewritten with the same key.
+    public static func prepare(directory: URL, fcmPort: Int) throws(Failure) -> SimulatorCredentials {
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let file = { (name: String) in directory.appendingPathComponent(name) }
+            func read(_ name: String) -> String? { try? String(contentsOf: file(name), encoding: .utf8) }
+            func write(_ name: String, _ text: String, secret: Bool = false) throws {
+                try text.write(to: file(name), atomically: true, encoding: .utf8)
+                if secret { try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file(name).path) }
+            }
+
+            var ca = read("ca.pem")
+            var serverCertificate = read("server.pem")
+            var serverKey = read("server-key.pem")
+            if ca == nil || serverCertificate == nil || serverKey == nil {
+                let authority = try CertificateAuthority.generate()
+                (ca, serverCertificate, serverKey) = (authority.caCertificatePEM, authority.serverCertificatePEM, authority.serverKeyPEM)
+                try write("ca.pem", authority.caCertificatePEM)
+                try write("server.pem", authority.serverCertificatePEM)
+                try write("server-key.pem", authority.serverKeyPEM, secret: true)
+            }
+
+            let apnsKey: PrivateKey
+            if let pem = read("apns-key.p8") {
+                apnsKey = try PrivateKey(pem: pem)
+            } else {
+                apnsKey = try PrivateKey.generate(.ecP256)
+                try write("apns-key.p8", try apnsKey.pkcs8PEM(), secret: true)
+            }
+            var apnsInfo = (try? JSONSerialization.jsonObject(with: Data(contentsOf: file("apns.json")))) as? [String: Any] ?? [:]
+            if apnsInfo["key_id"] == nil || apnsInfo["team_id"] == nil || apnsInfo["bundle_id"] == nil {
+                apnsInfo = ["key_id": randomID(10), "team_id": randomID(10), "bundle_id": "dev.herald.demo"]
+                try write("apns.json", String(decoding: try JSONSerialization.data(withJSONObject: apnsInfo, options: [.sortedKeys, .prettyPrinted]), as: UTF8.self) + "\n")
+            }
+
+            let tokenURI = "https://127.0.0.1:\(fcmPort)/token"
+            var account = (try? JSONSerialization.jsonObject(with: Data(contentsOf: file("fcm-service-account.json")))) as? [String: Any] ?? [:]
+            let fcmKey: PrivateKey
+            if let pem = account["private_key"] as? String, let key = try? PrivateKey(pem: pem) {
+                fcmKey = key
+            } else {
+                fcmKey = try PrivateKey.generate(.rsa(bits: 2048))
+                account = [
+                    "type": "service_account", "project_id": "herald-sim", "private_key_id": randomID(40).lowercased(),
+                    "private_key": try fcmKey.pkcs8PEM(), "client_email": "herald-sim@herald-sim.iam.gserviceaccount.com",
+                    "client_id": "100000000000000000000", "auth_uri": "https://127.0.0.1/auth",
+                ]
+            }
+            if account["token_uri"] as? String != tokenURI {
+                account["token_uri"] = tokenURI
+                try write("fcm-service-account.json",
+                          String(decoding: try JSONSerialization.data(withJSONObject: account, options: [.sortedKeys, .prettyPrinted]), as: UTF8.self) + "\n",
+                          secret: true)
+            }
+            guard let ca, let serverCertificate, let serverKey, let keyID = apnsInfo["key_id"] as? String, let teamID = apnsInfo["team_id"] as? String,
+                  let bundleID = apnsInfo["bundle_id"] as? String, let projectID = account["project_id"] as? String,
+                  let clientEmail = account["client_email"] as? String
+            else { throw Failure(message: "the state directory \(directory.path) holds incomplete credentials") }
+            return SimulatorCredentials(directory: directory, caCertificatePEM: ca, serverCertificatePEM: serverCertificate, serverKeyPEM: serverKey,
+                                        apnsKey: apnsKey, apnsKeyID: keyID, teamID: teamID, bundleID: bundleID, fcmKey: fcmKey,
+                                        fcmProjectID: projectID, fcmClientEmail: clientEmail, fcmTokenURI: tokenURI)
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw Failure(message: "cannot prepare the state directory \(directory.path): \(error)")
+        }
+    }
+
+    /// An APNs provider token for this key, issued at `issuedAt` (epoch seconds).
+    public func apnsProviderToken(issuedAt: Int64 = Int64(Date().timeIntervalSince1970)) throws(CryptoError) -> String {
+        try JWT.sign(header: #"{"alg":"ES256","kid":"\#(apnsKeyID)"}"#, claims: #"{"iss":"\#(teamID)","iat":\#(issuedAt)}"#, key: apnsKey)
+    }
+
+    static func randomID(_ length: Int) -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        return String((0..<length).map { _ in alphabet[Int.random(in: 0..<alphabet.count)] })
+    }
+}

@@ -1,0 +1,149 @@
+import Foundation
+import HeraldSim
+
+/// `herald sim …` and `herald sim token --state-dir DIR`.
+enum SimCommand {
+    static let usage = """
+    usage: herald sim --state-dir DIR [--apns-port P] [--fcm-port Q] [--max-streams N] [--threads T]
+                      [--unregistered-share X] [--rate-429 X] [--rate-5xx X] [--retry-after S]
+                      [--goaway-every N] [--reset-every N] [--latency-ms MS] [--stall-rate X]
+                      [--refuse-connections-for S] [--fcm-token-ttl S]
+           herald sim token --state-dir DIR
+    """
+
+    static func run(_ arguments: [String]) -> Int32 {
+        if arguments.first == "token" { return token(Array(arguments.dropFirst())) }
+        var options = OptionParser(arguments, command: "herald sim", usage: usage)
+        guard let stateDir = options.string("--state-dir") else {
+            Console.error("herald sim: --state-dir is required\n\(usage)")
+            return 64
+        }
+        var configuration = Simulator.Configuration(stateDirectory: URL(fileURLWithPath: stateDir))
+        configuration.apnsPort = options.int("--apns-port", in: 0...65535) ?? 0
+        configuration.fcmPort = options.int("--fcm-port", in: 0...65535) ?? 0
+        configuration.maxConcurrentStreams = UInt32(options.int("--max-streams", in: 1...100_000) ?? 1000)
+        configuration.threads = options.int("--threads", in: 1...64) ?? 1
+        configuration.fcmTokenLifetimeSeconds = Int64(options.int("--fcm-token-ttl", in: 1...86_400) ?? 3600)
+        configuration.faults.unregistered = UnregisteredShare(options.double("--unregistered-share", in: 0...1) ?? 0)
+        configuration.faults.tooManyRequestsRate = options.double("--rate-429", in: 0...1) ?? 0
+        configuration.faults.serverErrorRate = options.double("--rate-5xx", in: 0...1) ?? 0
+        configuration.faults.retryAfterSeconds = options.int("--retry-after", in: 0...86_400) ?? 1
+        configuration.faults.goawayEvery = options.int("--goaway-every", in: 0...Int(Int32.max)) ?? 0
+        configuration.faults.resetEvery = options.int("--reset-every", in: 0...Int(Int32.max)) ?? 0
+        configuration.faults.latencyMilliseconds = options.int("--latency-ms", in: 0...600_000) ?? 0
+        configuration.faults.stallRate = options.double("--stall-rate", in: 0...1) ?? 0
+        configuration.faults.refuseConnectionsForSeconds = options.double("--refuse-connections-for", in: 0...86_400) ?? 0
+        guard options.finish() else { return 64 }
+
+        let signals = SignalSet.blocking([SIGTERM, SIGINT])
+        let simulator: Simulator
+        do {
+            simulator = try Simulator(configuration: configuration)
+        } catch {
+            Console.error("herald sim: \(error)")
+            return 69
+        }
+        let ready = ["apns_port": simulator.apnsPort, "fcm_port": simulator.fcmPort] as [String: Any]
+        var line = String(decoding: (try? JSONSerialization.data(withJSONObject: ready, options: [.sortedKeys])) ?? Data(), as: UTF8.self)
+        line.removeLast()
+        let path = simulator.credentials.directory.standardizedFileURL.path.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+        print(line + ",\"state_dir\":\"\(path)\"}")
+        fflush(nil)
+        _ = signals.wait()
+        simulator.stop()
+        return 0
+    }
+
+    private static func token(_ arguments: [String]) -> Int32 {
+        var options = OptionParser(arguments, command: "herald sim token", usage: usage)
+        guard let stateDir = options.string("--state-dir"), options.finish() else {
+            Console.error("herald sim token: --state-dir is required")
+            return 64
+        }
+        let directory = URL(fileURLWithPath: stateDir)
+        guard FileManager.default.fileExists(atPath: directory.appendingPathComponent("apns-key.p8").path) else {
+            Console.error("herald sim token: \(stateDir) has no apns-key.p8 (start herald sim with --state-dir first)")
+            return 66
+        }
+        do {
+            // The FCM port only matters for the service account file, which exists already.
+            let account = try? JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("fcm-service-account.json"))) as? [String: Any]
+            let port = (account?["token_uri"] as? String).flatMap { URL(string: $0)?.port } ?? 0
+            let credentials = try SimulatorCredentials.prepare(directory: directory, fcmPort: port)
+            print(try credentials.apnsProviderToken())
+            return 0
+        } catch {
+            Console.error("herald sim token: \(error)")
+            return 65
+        }
+    }
+}
+
+/// A small `--name value` parser that reports what it did not understand.
+struct OptionParser {
+    private var values: [String: [String]] = [:]
+    private var flags: Set<String> = []
+    private var consumed: Set<String> = []
+    private var problems: [String] = []
+    private let command: String
+    private let usage: String
+
+    init(_ arguments: [String], command: String, usage: String, flags known: Set<String> = ["--json"]) {
+        self.command = command
+        self.usage = usage
+        var remaining = arguments[...]
+        while let argument = remaining.popFirst() {
+            if known.contains(argument) {
+                flags.insert(argument)
+            } else if argument.hasPrefix("--"), let value = remaining.popFirst() {
+                values[argument, default: []].append(value)
+            } else {
+                problems.append("unexpected argument \(argument)")
+            }
+        }
+    }
+
+    mutating func flag(_ name: String) -> Bool {
+        consumed.insert(name)
+        return flags.contains(name)
+    }
+
+    mutating func string(_ name: String) -> String? {
+        consumed.insert(name)
+        return values[name]?.last
+    }
+
+    mutating func strings(_ name: String) -> [String] {
+        consumed.insert(name)
+        return values[name] ?? []
+    }
+
+    mutating func int(_ name: String, in range: ClosedRange<Int>) -> Int? {
+        guard let text = string(name) else { return nil }
+        guard let value = Int(text), range.contains(value) else {
+            problems.append("\(name) takes a whole number from \(range.lowerBound) to \(range.upperBound), not \(text)")
+            return nil
+        }
+        return value
+    }
+
+    mutating func double(_ name: String, in range: ClosedRange<Double>) -> Double? {
+        guard let text = string(name) else { return nil }
+        guard let value = Double(text), range.contains(value) else {
+            problems.append("\(name) takes a number from \(range.lowerBound) to \(range.upperBound), not \(text)")
+            return nil
+        }
+        return value
+    }
+
+    /// Reports unknown options and bad values; false when there were any.
+    mutating func finish() -> Bool {
+        for name in values.keys.sorted() where !consumed.contains(name) { problems.append("unknown option \(name)") }
+        for name in flags.sorted() where !consumed.contains(name) { problems.append("unknown option \(name)") }
+        guard problems.isEmpty else {
+            Console.error("\(command): \(problems.joined(separator: "; "))\n\(usage)")
+            return false
+        }
+        return true
+    }
+}
