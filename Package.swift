@@ -46,13 +46,13 @@ let package = Package(
 
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldCryptoTests", dependencies: ["HeraldCrypto"], swiftSettings: swiftSettings),
-        .testTarget(name: "HeraldHTTP2Tests", dependencies: ["HeraldHTTP2"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldHTTP2Tests", dependencies: ["HeraldHTTP2", "HeraldCrypto", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldAPNsTests", dependencies: ["HeraldAPNs", "HeraldCore"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldFCMTests", dependencies: ["HeraldFCM", "HeraldCore"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldKafkaTests", dependencies: ["HeraldKafka", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldPostgresTests", dependencies: ["HeraldPostgres", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldWorkerTests", dependencies: ["HeraldWorker", "HeraldCore"], swiftSettings: swiftSettings),
-        .testTarget(name: "HeraldSimTests", dependencies: ["HeraldSim", "HeraldTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldSimTests", dependencies: ["HeraldSim", "HeraldHTTP2", "HeraldCrypto", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
         // Runs the built `herald` binary as a subprocess (validate-job, migrate, dev-broker).
         .testTarget(name: "heraldTests", dependencies: ["HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
     ],

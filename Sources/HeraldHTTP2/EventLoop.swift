@@ -32,6 +32,9 @@ public final class EventLoop: @unchecked Sendable {
     /// Creates and starts a loop on a new thread.
     public init(name: String = "herald-event-loop") throws(HTTP2Error) {
         self.name = name
+        // A peer that closes its socket must cost an EPIPE, not the process: OpenSSL writes with
+        // write(2), which raises SIGPIPE. Ignoring it is process-wide, and what servers do.
+        signal(SIGPIPE, SIG_IGN)
         epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard epoll >= 0 else { throw HTTP2Error(.protocolError, "epoll_create1 failed (errno \(errno))") }
         wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))

@@ -170,6 +170,11 @@ public final class HTTP2ServerConnection: HTTP2Transport {
     public private(set) var requestCount = 0
     /// Per-connection state for the handler (the APNs simulator keeps its token state here).
     public var context: AnyObject?
+    /// SETTINGS acknowledgements received from the client (the first acknowledges the initial
+    /// SETTINGS; each later one, a change).
+    public private(set) var settingsAcknowledgements = 0
+    /// Streams open now (requests received and not yet closed).
+    public var openStreams: Int { requests.count }
     /// The announced SETTINGS_MAX_CONCURRENT_STREAMS.
     public private(set) var maxConcurrentStreams: UInt32
 
@@ -222,6 +227,9 @@ public final class HTTP2ServerConnection: HTTP2Transport {
             nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, user in
                 guard let connection = HTTP2Transport.from(user, as: HTTP2ServerConnection.self), let frame else { return 0 }
                 let type = frame.pointee.hd.type
+                if type == UInt8(NGHTTP2_SETTINGS.rawValue), frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 {
+                    connection.settingsAcknowledgements += 1
+                }
                 let endStream = frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
                 if endStream, type == UInt8(NGHTTP2_HEADERS.rawValue) || type == UInt8(NGHTTP2_DATA.rawValue),
                    let request = connection.requests[frame.pointee.hd.stream_id] {
@@ -235,8 +243,7 @@ public final class HTTP2ServerConnection: HTTP2Transport {
                 connection.requests[streamID] = nil
                 if connection.closeWhenIdle && connection.requests.isEmpty {
                     connection.loop.atEndOfIteration { [connection] in
-                        connection.flush()
-                        connection.close(HTTP2Error(.goaway(retryable: true), "closed after GOAWAY"))
+                        connection.closeAfterFlush(HTTP2Error(.goaway(retryable: true), "closed after GOAWAY"))
                     }
                 }
                 return 0
@@ -316,8 +323,7 @@ public final class HTTP2ServerConnection: HTTP2Transport {
         let pending = requests.keys.filter { $0 <= lastStreamID }
         if pending.isEmpty {
             loop.atEndOfIteration { [self] in
-                flush()
-                close(HTTP2Error(.goaway(retryable: true), "closed after GOAWAY"))
+                closeAfterFlush(HTTP2Error(.goaway(retryable: true), "closed after GOAWAY"))
             }
         }
     }

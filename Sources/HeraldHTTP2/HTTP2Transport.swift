@@ -26,6 +26,10 @@ public class HTTP2Transport: EventHandler {
     private var flushScheduled = false
     private static let readBufferSize = 64 * 1024
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: HTTP2Transport.readBufferSize, alignment: 16)
+    /// Set by ``closeAfterFlush()``: once nghttp2 has nothing more to send, half-close and wait
+    /// for the peer's EOF, so the last frames (a GOAWAY) are read before the connection ends.
+    private var closingGracefully = false
+    private var halfClosed = false
     /// When anything was last read or written (monotonic ns), for idle PINGs.
     var lastActivity = MonotonicClock.now
 
@@ -126,6 +130,7 @@ public class HTTP2Transport: EventHandler {
                 close(HTTP2Error(.connectionLost, error.message))
                 return
             }
+            if count > 0 && halfClosed { continue }  // draining what the peer still sends
             if count > 0 {
                 lastActivity = MonotonicClock.now
                 let consumed = nghttp2_session_mem_recv(session, readBuffer.baseAddress?.assumingMemoryBound(to: UInt8.self), count)
@@ -201,12 +206,30 @@ public class HTTP2Transport: EventHandler {
             }
             if output.isEmpty {
                 setWritableInterest(false)
+                if closingGracefully {
+                    if !halfClosed {
+                        halfClosed = true
+                        tls.shutdown()
+                        Glibc.shutdown(fd, Int32(SHUT_WR))
+                    }
+                    return
+                }
                 if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
                     close(HTTP2Error(.connectionLost, "the HTTP/2 session ended"))
                 }
                 return
             }
         }
+    }
+
+    /// Ends the connection gracefully: sends what nghttp2 still has, half-closes, and closes
+    /// when the peer closes its side (or after `timeoutNanoseconds`). Closing at once instead
+    /// could reset the TCP connection and lose the final frames the peer has not read.
+    func closeAfterFlush(_ error: HTTP2Error, timeoutNanoseconds: UInt64 = 5_000_000_000) {
+        guard state == .active, !closingGracefully else { return }
+        closingGracefully = true
+        flush()
+        loop.scheduleTimer(afterNanoseconds: timeoutNanoseconds) { [self] in close(error) }
     }
 
     private func setWritableInterest(_ wanted: Bool) {

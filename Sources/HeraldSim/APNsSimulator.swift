@@ -16,12 +16,15 @@ public final class APNsSimulator: @unchecked Sendable {
     public let stats: SimulatorStats
     private let faults: SimulatorFaults
     private let maxConcurrentStreams: UInt32
+    private let streamsBeforeToken: UInt32
     /// Tokens whose signature was checked: token → issued-at (verifying once per token, not per request).
     private let verifiedTokens = Mutex<[String: Int64]>([:])
     private let counter = Atomic<UInt64>(0)
 
     /// Creates a simulator for the credentials' key, team and bundle.
-    public init(credentials: SimulatorCredentials, stats: SimulatorStats, faults: SimulatorFaults, maxConcurrentStreams: UInt32) throws(CryptoError) {
+    public init(credentials: SimulatorCredentials, stats: SimulatorStats, faults: SimulatorFaults, maxConcurrentStreams: UInt32,
+                streamsBeforeToken: UInt32 = 1) throws(CryptoError) {
+        self.streamsBeforeToken = streamsBeforeToken
         self.credentials = credentials
         self.publicKey = try credentials.apnsKey.publicKey()
         self.stats = stats
@@ -35,10 +38,10 @@ public final class APNsSimulator: @unchecked Sendable {
         "controls": ".push-type.controls", "widgets": ".push-type.widgets",
     ]
 
-    /// Sets up a new connection: one stream until a valid token.
+    /// Sets up a new connection: one stream (by default) until a valid token.
     func connectionOpened(_ connection: HTTP2ServerConnection) {
         _ = connection.simulatorState
-        connection.setMaxConcurrentStreams(1)
+        connection.setMaxConcurrentStreams(min(streamsBeforeToken, maxConcurrentStreams))
     }
 
     /// Handles one request (on the connection's loop).

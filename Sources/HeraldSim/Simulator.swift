@@ -16,6 +16,9 @@ public final class Simulator: Sendable {
         public var stateDirectory: URL
         /// Streams per connection once a valid APNs token was seen.
         public var maxConcurrentStreams: UInt32 = 1000
+        /// APNs streams per connection before the first valid token (APNs: 1). Load tools that
+        /// open many streams before reading SETTINGS (h2load) want `maxConcurrentStreams` here.
+        public var streamsBeforeToken: UInt32 = 1
         public var faults = SimulatorFaults()
         /// Event-loop threads serving both simulators.
         public var threads = 1
@@ -51,7 +54,8 @@ public final class Simulator: Sendable {
         credentials = try SimulatorCredentials.prepare(directory: configuration.stateDirectory, fcmPort: fcmPort)
         let tls = try TLSContext(serverCertificatePEM: credentials.serverCertificatePEM, keyPEM: credentials.serverKeyPEM)
         let faults = configuration.faults
-        let apns = try APNsSimulator(credentials: credentials, stats: apnsStats, faults: faults, maxConcurrentStreams: configuration.maxConcurrentStreams)
+        let apns = try APNsSimulator(credentials: credentials, stats: apnsStats, faults: faults, maxConcurrentStreams: configuration.maxConcurrentStreams,
+                                     streamsBeforeToken: configuration.streamsBeforeToken)
         let fcm = try FCMSimulator(credentials: credentials, stats: fcmStats, faults: faults, tokenLifetimeSeconds: configuration.fcmTokenLifetimeSeconds)
         let refuseUntil = Date().addingTimeInterval(faults.refuseConnectionsForSeconds)
         let apnsStats = self.apnsStats

@@ -15,7 +15,7 @@ struct KafkaInteropTests {
         let brokers = try TestEnvironment.require(TestEnvironment.kafkaVariable)
         let topic = TestEnvironment.uniqueName("from_kcat")
         let lines = (0..<5).map { "kcat-\($0)" }.joined(separator: "\n") + "\n"
-        let produced = try Subprocess.run(try kcat(), ["-P", "-b", brokers, "-t", topic, "-k", "key-1"], input: Data(lines.utf8))
+        let produced = try await Subprocess.runDetached(try kcat(), ["-P", "-b", brokers, "-t", topic, "-k", "key-1"], input: Data(lines.utf8))
         #expect(produced.status == 0, "kcat: \(produced.stderr)")
 
         let consumer = try KafkaConsumer(configuration: KafkaConfiguration(bootstrapServers: brokers, properties: fastGroupProperties),
@@ -33,7 +33,7 @@ struct KafkaInteropTests {
         let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: brokers))
         let report = try await producer.send(topic: topic, key: "job-7", value: #"{"schema":"herald.receipt.v1"}"#)
         #expect(report.offset == 0)
-        let consumed = try Subprocess.run(try kcat(), ["-C", "-b", brokers, "-t", topic, "-p", String(report.partition), "-o", "beginning",
+        let consumed = try await Subprocess.runDetached(try kcat(), ["-C", "-b", brokers, "-t", topic, "-p", String(report.partition), "-o", "beginning",
                                                        "-e", "-q", "-f", "%k|%s\n"], timeout: 30)
         #expect(consumed.status == 0, "kcat: \(consumed.stderr)")
         #expect(consumed.stdout == "job-7|{\"schema\":\"herald.receipt.v1\"}\n")

@@ -55,7 +55,7 @@ struct MigrateCommandTests {
 
         let results = try await withThrowingTaskGroup(of: Subprocess.Result.self) { group in
             for _ in 0..<5 {
-                group.addTask { try Subprocess.run(TestEnvironment.heraldBinary, ["migrate", "--database-url", url]) }
+                group.addTask { try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["migrate", "--database-url", url]) }
             }
             return try await group.reduce(into: []) { $0.append($1) }
         }
@@ -99,7 +99,7 @@ struct MigrateCommandTests {
         process.standardOutput = output
         process.standardError = Pipe()
         try process.run()
-        defer { if process.isRunning { process.terminate() } }
+        defer { if process.isRunning { Subprocess.stop(process) } }
         var line = Data()
         while !line.contains(UInt8(ascii: "\n")) {
             let chunk = output.fileHandleForReading.availableData
@@ -116,8 +116,6 @@ struct MigrateCommandTests {
             // The topic was created with the six partitions asked for.
             #expect(metadata.stdout.components(separatedBy: "\"partition\":").count - 1 == 6)
         }
-        process.terminate()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        #expect(Subprocess.stop(process) == 0)
     }
 }

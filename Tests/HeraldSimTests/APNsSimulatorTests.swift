@@ -1,0 +1,117 @@
+import Foundation
+import HeraldCore
+import HeraldCrypto
+import HeraldHTTP2
+import HeraldSim
+import Testing
+
+@Suite(.timeLimit(.minutes(2))) struct APNsSimulatorTests {
+    @Test func acceptsAValidPushAndCountsIt() async throws {
+        let fixture = try SimulatorFixture()
+        let client = try fixture.client(port: fixture.simulator.apnsPort)
+        let id = "2f5c3c16-8f0a-4a45-9c83-2a6f4f6ad7e4"
+        let response = try await client.send(try fixture.apnsRequest(token: SimulatorFixture.deviceToken(1), extra: [HeaderField("apns-id", id)]))
+        #expect(response.status == 200)
+        #expect(response.header("apns-id") == id)
+        let stats = fixture.simulator.apnsStats.snapshot
+        #expect(stats.accepted == 1 && stats.deliveries[SimulatorFixture.deviceToken(1)] == 1 && stats.violations == 0)
+        client.shutdown()
+    }
+
+    @Test func answersWithAPNsReasons() async throws {
+        let fixture = try SimulatorFixture(faults: { var faults = SimulatorFaults(); faults.unregistered = UnregisteredShare(1); return faults }())
+        let client = try fixture.client(port: fixture.simulator.apnsPort)
+        let token = SimulatorFixture.deviceToken(7)
+        let key = try PrivateKey.generate(.ecP256)
+        let forged = try JWT.sign(header: #"{"alg":"ES256","kid":"\#(fixture.simulator.credentials.apnsKeyID)"}"#,
+                                  claims: #"{"iss":"\#(fixture.simulator.credentials.teamID)","iat":\#(Int(Date().timeIntervalSince1970))}"#, key: key)
+        let stale = try fixture.simulator.credentials.apnsProviderToken(issuedAt: Int64(Date().timeIntervalSince1970) - 7200)
+        var noAuth = try fixture.apnsRequest(token: token)
+        noAuth.headers.removeAll { $0.name == "authorization" }
+        var wrongTopic = try fixture.apnsRequest(token: token)
+        wrongTopic.headers = wrongTopic.headers.map { $0.name == "apns-topic" ? HeaderField("apns-topic", "com.other.app") : $0 }
+        let cases: [(HTTP2Request, Int, String)] = [
+            (noAuth, 403, "MissingProviderToken"),
+            (try fixture.apnsRequest(token: token, providerToken: forged), 403, "InvalidProviderToken"),
+            (try fixture.apnsRequest(token: token, providerToken: stale), 403, "ExpiredProviderToken"),
+            (try fixture.apnsRequest(token: "xyz"), 400, "BadDeviceToken"),
+            (try fixture.apnsRequest(token: token, extra: [HeaderField("apns-collapse-id", String(repeating: "c", count: 65))]), 400, "BadCollapseId"),
+            (try fixture.apnsRequest(token: token, pushType: "background", extra: [HeaderField("apns-priority", "10")]), 400, "BadPriority"),
+            (try fixture.apnsRequest(token: token, pushType: "sms"), 400, "InvalidPushType"),
+            (wrongTopic, 400, "TopicDisallowed"),
+            (try fixture.apnsRequest(token: token, body: ""), 400, "PayloadEmpty"),
+            (try fixture.apnsRequest(token: token, body: #"{"aps":{"alert":"\#(String(repeating: "x", count: 4100))"}}"#), 413, "PayloadTooLarge"),
+            (try fixture.apnsRequest(token: token), 410, "Unregistered"),
+        ]
+        for (request, status, reason) in cases {
+            let response = try await client.send(request)
+            #expect(response.status == status, "\(reason)")
+            #expect(SimulatorFixture.reason(response) == reason)
+        }
+        // VoIP may carry 5120 bytes.
+        let voip = try await client.send(try fixture.apnsRequest(token: token, pushType: "voip",
+                                                                 body: #"{"aps":{},"x":"\#(String(repeating: "x", count: 4500))"}"#))
+        #expect(SimulatorFixture.reason(voip) == "Unregistered")
+        let gone = try await client.send(try fixture.apnsRequest(token: token))
+        #expect((try JSONValue.parse(gone.body))["timestamp"] != nil)
+        #expect(fixture.simulator.apnsStats.snapshot.accepted == 0)
+        client.shutdown()
+    }
+
+    /// GOAWAY after every 100 requests during 20,000: every request answered once, every token
+    /// delivered exactly once (refused streams are resent, processed ones are not).
+    @Test func goawayEveryHundredLosesAndDuplicatesNothing() async throws {
+        var faults = SimulatorFaults()
+        faults.goawayEvery = 100
+        let fixture = try SimulatorFixture(faults: faults)
+        let client = try fixture.client(port: fixture.simulator.apnsPort)
+        let provider = try fixture.simulator.credentials.apnsProviderToken()
+        let total = 20_000
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            var statuses: [Int] = []
+            var next = 0
+            for _ in 0..<200 {
+                let request = try fixture.apnsRequest(token: SimulatorFixture.deviceToken(next), providerToken: provider)
+                next += 1
+                group.addTask { try await client.send(request).status }
+            }
+            while let status = try await group.next() {
+                statuses.append(status)
+                if next < total {
+                    let request = try fixture.apnsRequest(token: SimulatorFixture.deviceToken(next), providerToken: provider)
+                    next += 1
+                    group.addTask { try await client.send(request).status }
+                }
+            }
+            return statuses
+        }
+        #expect(statuses.count == total)
+        #expect(statuses.allSatisfy { $0 == 200 })
+        let stats = fixture.simulator.apnsStats.snapshot
+        #expect(stats.accepted == total)
+        #expect(stats.deliveries.count == total)
+        #expect(stats.duplicateDeliveries == 0)
+        let clientStats = await client.statistics()
+        #expect(clientStats.connectionsOpened >= total / 100)
+        client.shutdown()
+    }
+
+    @Test func oneStreamUntilTheFirstValidToken() async throws {
+        let fixture = try SimulatorFixture(maxConcurrentStreams: 500)
+        let client = try fixture.client(port: fixture.simulator.apnsPort)
+        let provider = try fixture.simulator.credentials.apnsProviderToken()
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<300 {
+                let request = try fixture.apnsRequest(token: SimulatorFixture.deviceToken(index), providerToken: provider)
+                group.addTask { try await client.send(request).status }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(statuses.allSatisfy { $0 == 200 })
+        // The pool waited for the raise instead of opening a connection per request.
+        let statistics = await client.statistics()
+        #expect(statistics.connectionsOpened == 1)
+        #expect(statistics.maxStreamsInFlightOnOneConnection > 1)
+        client.shutdown()
+    }
+}

@@ -1,0 +1,56 @@
+import Foundation
+import HeraldCore
+import HeraldCrypto
+import HeraldHTTP2
+import HeraldSim
+
+/// A simulator in this process, and Herald's client pointed at it.
+final class SimulatorFixture: @unchecked Sendable {
+    let simulator: Simulator
+    let loop: EventLoop
+    let directory: URL
+
+    init(faults: SimulatorFaults = SimulatorFaults(), maxConcurrentStreams: UInt32 = 1000, streamsBeforeToken: UInt32 = 1) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-sim-\(UUID().uuidString)")
+        var configuration = Simulator.Configuration(stateDirectory: directory)
+        configuration.faults = faults
+        configuration.maxConcurrentStreams = maxConcurrentStreams
+        configuration.streamsBeforeToken = streamsBeforeToken
+        simulator = try Simulator(configuration: configuration)
+        loop = try EventLoop()
+    }
+
+    var caFile: String { directory.appendingPathComponent("ca.pem").path }
+
+    func client(port: Int, maxConnections: Int = 1) throws -> HTTP2Client {
+        var configuration = HTTP2Client.Configuration(host: "127.0.0.1", port: port)
+        configuration.maxConnections = maxConnections
+        return HTTP2Client(configuration: configuration, tls: try TLSContext(client: caFile), loop: loop)
+    }
+
+    /// A request APNs accepts, for `token`.
+    func apnsRequest(token: String, pushType: String = "alert", body: String = #"{"aps":{"alert":"hi"}}"#,
+                     providerToken: String? = nil, extra: [HeaderField] = []) throws -> HTTP2Request {
+        let bearer = try providerToken ?? simulator.credentials.apnsProviderToken()
+        let suffix = ["voip": ".voip", "liveactivity": ".push-type.liveactivity"][pushType] ?? ""
+        return HTTP2Request(path: "/3/device/\(token)", headers: [
+            HeaderField("authorization", "bearer \(bearer)"), HeaderField("apns-topic", simulator.credentials.bundleID + suffix),
+            HeaderField("apns-push-type", pushType),
+        ] + extra, body: Array(body.utf8))
+    }
+
+    static func deviceToken(_ index: Int) -> String {
+        let hex = String(index, radix: 16)
+        return String(repeating: "0", count: 64 - hex.count) + hex
+    }
+
+    static func reason(_ response: HTTP2Response) -> String? {
+        (try? JSONValue.parse(response.body))?["reason"]?.stringValue
+    }
+
+    deinit {
+        simulator.stop()
+        loop.shutdown()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
