@@ -10,6 +10,10 @@ public struct KafkaConsumerOptions: Sendable {
     public var maximumInFlight: Int = 1_000
     /// In-flight count at or below which paused partitions resume. Default: half the maximum.
     public var resumeAtOrBelow: Int?
+    /// How long the budget may stay full before the partitions are paused. Until then the poll
+    /// thread only stops taking messages (librdkafka's bounded prefetch holds the rest), because
+    /// a pause discards that prefetch and costs a fetch round trip to undo. Default 250 ms.
+    public var pauseWhenFullFor: Duration = .milliseconds(250)
     /// How often processed offsets are committed. Default 1 s.
     public var commitInterval: Duration = .seconds(1)
     /// On revocation, how long work already handed out may take to finish before it is
@@ -83,8 +87,8 @@ public struct KafkaConsumerStatistics: Sendable, Equatable {
 /// committed about every second, on revocation (where the broker allows it) and on ``close()``.
 /// Automatic commits and automatic offset stores are off.
 ///
-/// librdkafka is driven by one dedicated thread that polls, serves rebalances, commits and
-/// pauses partitions when ``KafkaConsumerOptions/maximumInFlight`` messages are outstanding;
+/// librdkafka is driven by one dedicated thread that polls, serves rebalances, commits, and
+/// pauses partitions when ``KafkaConsumerOptions/maximumInFlight`` messages stay outstanding;
 /// no blocking call runs on Swift's cooperative threads.
 ///
 /// Rebalances use librdkafka's default eager protocol (`range,roundrobin`): every rebalance
@@ -443,6 +447,7 @@ final class ConsumerRuntime: Sendable {
         let resumeLevel = options.resumeAtOrBelow ?? options.maximumInFlight / 2
         var batch: [KafkaMessage] = []
         batch.reserveCapacity(256)
+        var fullSince: ContinuousClock.Instant?
         while true {
             if let mode = state.withLock({ $0.closeMode }) {
                 shutDown(mode)
@@ -464,9 +469,21 @@ final class ConsumerRuntime: Sendable {
             // Backpressure.
             let (inFlight, paused, held) = state.withLock { state in (state.inFlight, state.statistics.isPaused, Array(state.assignment.keys)) }
             if !paused && inFlight >= options.maximumInFlight {
-                setPaused(true, held)
-            } else if paused && inFlight <= resumeLevel {
-                setPaused(false, held)
+                let since = fullSince ?? clock.now
+                fullSince = since
+                if clock.now - since >= options.pauseWhenFullFor {
+                    setPaused(true, held)
+                    fullSince = nil
+                } else {
+                    // The application is draining what it has: take nothing more for a moment.
+                    usleep(1_000)
+                    continue
+                }
+            } else {
+                fullSince = nil
+                if paused && inFlight <= resumeLevel {
+                    setPaused(false, held)
+                }
             }
             // Poll: wait for one message, then take what is already there, up to the budget.
             var room = max(1, options.maximumInFlight - inFlight)
