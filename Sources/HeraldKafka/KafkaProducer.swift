@@ -13,6 +13,8 @@ public final class KafkaProducer: Sendable {
     private let stopped: StopFlag
     /// Batches wait here for room when librdkafka's queue is full (that wait blocks).
     private let enqueueQueue = DispatchQueue(label: "herald.kafka.producer.enqueue")
+    /// Topics whose metadata a batch already fetched (see `prepareTopics`).
+    private let knownTopics = Mutex<Set<String>>([])
     /// `message.max.bytes` as configured, to refuse oversized messages before librdkafka does.
     private let maximumMessageBytes: Int
 
@@ -84,6 +86,7 @@ public final class KafkaProducer: Sendable {
         return await withCheckedContinuation { continuation in
             let batch = DeliveryBatch(count: messages.count, continuation: continuation)
             enqueueQueue.async { [self] in
+                prepareTopics(messages)
                 for (index, message) in messages.enumerated() {
                     let box = DeliveryBox(target: .batch(batch, index))
                     if let error = enqueue(message, box: box, waitWhenFull: true) {
@@ -91,6 +94,23 @@ public final class KafkaProducer: Sendable {
                     }
                 }
             }
+        }
+    }
+
+    /// Fetches the metadata of topics this producer has not sent to yet, before a batch is
+    /// queued: a batch queued for a topic librdkafka knows nothing about waits about a second
+    /// (its periodic topic scan) before the first message goes out. Blocking; on `enqueueQueue`.
+    private func prepareTopics(_ messages: [KafkaProducerMessage]) {
+        let topics = Set(messages.map(\.topic))
+        let unknown = knownTopics.withLock { known in topics.subtracting(known) }
+        for topic in unknown where !topic.isEmpty && !topic.utf8.contains(0) {
+            guard let handle = rd_kafka_topic_new(self.handle.pointer, topic, nil) else { continue }
+            var metadata: UnsafePointer<rd_kafka_metadata>?
+            if rd_kafka_metadata(self.handle.pointer, 0, handle, &metadata, 5_000) == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata {
+                rd_kafka_metadata_destroy(metadata)
+            }
+            rd_kafka_topic_destroy(handle)
+            _ = knownTopics.withLock { $0.insert(topic) }
         }
     }
 
