@@ -91,6 +91,50 @@ extension KafkaMockClusterIntegration {
             }
         }
 
+        @Test func cooperativeStickyGroupAssignsIncrementallyAndProcessesEverything() async throws {
+            let cluster = try EmbeddedKafkaCluster(brokers: 1)
+            let topic = TestEnvironment.uniqueName("coop")
+            try cluster.createTopic(topic, partitions: 4)
+            var properties = fastGroupProperties
+            properties["partition.assignment.strategy"] = "cooperative-sticky"
+            let configuration = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, properties: properties)
+            let total = 10_000
+            let producer = try KafkaProducer(configuration: configuration)
+            _ = try await produceAll(producer, (0..<total).map { KafkaProducerMessage(topic: topic, key: "k\($0 % 100)", value: "m\($0)") })
+            let group = TestEnvironment.uniqueName("g")
+            let members = [try KafkaConsumer(configuration: configuration, groupID: group), try KafkaConsumer(configuration: configuration, groupID: group)]
+            let seen = Mutex<(counts: [Int], distinct: Int)>((Array(repeating: 0, count: total), 0))
+            let record: @Sendable (KafkaMessage) -> Void = { message in
+                guard let index = Int(message.valueString.dropFirst()) else { return }
+                seen.withLock { state in
+                    if state.counts[index] == 0 { state.distinct += 1 }
+                    state.counts[index] += 1
+                }
+            }
+            var loops: [Task<Void, any Error>] = []
+            let second = members[1]
+            for (number, member) in members.enumerated() {
+                try member.subscribe(topics: [topic])
+                loops.append(Task { [member, second, number] in
+                    for try await message in member.messages {
+                        // The first member goes slowly until the second holds partitions.
+                        if number == 0 && second.assignment.isEmpty { try await Task.sleep(for: .milliseconds(2)) }
+                        record(message)
+                        member.markProcessed(message)
+                    }
+                })
+            }
+            #expect(await waitUntil(seconds: 60) { seen.withLock { $0.distinct } == total })
+            let holdings = members.map(\.assignment)
+            for member in members { await member.close() }
+            for loop in loops { try await loop.value }
+            #expect(seen.withLock { $0.distinct } == total)
+            // Both members held partitions at the end, together all four, none twice.
+            #expect(holdings[0].isDisjoint(with: holdings[1]))
+            #expect(holdings[0].union(holdings[1]).count == 4, "\(holdings)")
+            print("cooperative-sticky: \(members.map(\.statistics))")
+        }
+
         @Test func aKilledConsumerIsResumedFromItsLastCommitReReadingOnlyUncommittedMessages() async throws {
             let cluster = try EmbeddedKafkaCluster(brokers: 1)
             let topic = TestEnvironment.uniqueName("killed")
