@@ -444,10 +444,10 @@ final class ConsumerRuntime: Sendable {
     private func pollLoop() {
         let clock = ContinuousClock()
         var nextCommit = clock.now.advanced(by: options.commitInterval)
-        let resumeLevel = options.resumeAtOrBelow ?? options.maximumInFlight / 2
+        var flow = FlowControl(maximum: options.maximumInFlight, resumeLevel: options.resumeAtOrBelow ?? options.maximumInFlight / 2,
+                               pauseAfter: options.pauseWhenFullFor)
         var batch: [KafkaMessage] = []
         batch.reserveCapacity(256)
-        var fullSince: ContinuousClock.Instant?
         while true {
             if let mode = state.withLock({ $0.closeMode }) {
                 shutDown(mode)
@@ -467,26 +467,23 @@ final class ConsumerRuntime: Sendable {
                 nextCommit = clock.now.advanced(by: options.commitInterval)
             }
             // Backpressure.
-            let (inFlight, paused, held) = state.withLock { state in (state.inFlight, state.statistics.isPaused, Array(state.assignment.keys)) }
-            if !paused && inFlight >= options.maximumInFlight {
-                let since = fullSince ?? clock.now
-                fullSince = since
-                if clock.now - since >= options.pauseWhenFullFor {
-                    setPaused(true, held)
-                    fullSince = nil
-                } else {
-                    // The application is draining what it has: take nothing more for a moment.
-                    usleep(1_000)
-                    continue
-                }
-            } else {
-                fullSince = nil
-                if paused && inFlight <= resumeLevel {
-                    setPaused(false, held)
-                }
+            let (inFlight, held) = state.withLock { state in (state.inFlight, Array(state.assignment.keys)) }
+            var room: Int
+            switch flow.next(inFlight: inFlight, now: clock.now) {
+            case .hold:
+                // The application is draining what it has: take nothing more for a moment.
+                usleep(1_000)
+                continue
+            case .pause:
+                setPaused(true, held)
+                room = 1 // callbacks only: paused partitions deliver nothing new
+            case .resume(let free):
+                setPaused(false, held)
+                room = free
+            case .poll(let free):
+                room = free
             }
             // Poll: wait for one message, then take what is already there, up to the budget.
-            var room = max(1, options.maximumInFlight - inFlight)
             var timeout: Int32 = 50
             batch.removeAll(keepingCapacity: true)
             while room > 0 && batch.count < 256, let raw = rd_kafka_consumer_poll(client.pointer, timeout) {

@@ -233,10 +233,11 @@ extension KafkaMockClusterIntegration {
             }
             let growth = peak - baseline
             print("paused with \(total - 500) waiting: RSS before reading \(beforeReading / 1_048_576) MB, once paused \(baseline / 1_048_576) MB, peak over 3 s \(peak / 1_048_576) MB (+\(growth / 1024) KB), \(consumer.statistics)")
-            // 49,500 waiting messages are ~50 MB; fetched, they would show. What may show is the
-            // budget (500 KB) and librdkafka's prefetch bound (queued.max.messages.kbytes, 16 MB).
+            // 49,500 waiting messages are ~50 MB, and more as Swift copies; fetched, they would
+            // show. What may show is the budget (500 KB), librdkafka's prefetch bound
+            // (queued.max.messages.kbytes, 16 MB) and fetch buffers malloc keeps (seen: +8 to +20 MB).
             #expect(growth < 8 * 1_048_576)
-            #expect(peak - beforeReading < 24 * 1_048_576)
+            #expect(peak - beforeReading < 40 * 1_048_576)
             #expect(consumer.statistics.delivered == 500)
 
             // Finishing the work resumes the partitions and everything arrives, once.
