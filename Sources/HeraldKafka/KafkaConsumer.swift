@@ -59,6 +59,9 @@ public struct KafkaConsumerStatistics: Sendable, Equatable {
     public var processedAfterRevocation = 0
     /// Messages read but dropped because their partition was revoked before they were handed out.
     public var droppedOnRevocation = 0
+    /// Partitions taken back in the same rebalance that revoked them and read on from the work
+    /// already processed (its commit had been refused), instead of from the last commit.
+    public var resumedAfterRefusedCommit = 0
     /// Successful commits.
     public var commits = 0
     /// Refused commits (the mock cluster refuses every commit during a rebalance); retried next tick.
@@ -222,6 +225,9 @@ final class ConsumerRuntime: Sendable {
         var revoking: Set<KafkaTopicPartition> = []
         var nextEpoch: UInt64 = 1
         var lastCommitted: [KafkaTopicPartition: Int64] = [:]
+        /// Processed offsets of just-revoked partitions whose commit was refused; used (and
+        /// cleared) by the next assignment only.
+        var processedButUncommitted: [KafkaTopicPartition: Int64] = [:]
         var commitWaiters: [CheckedContinuation<Result<Void, KafkaError>, Never>] = []
         var closeWaiters: [CheckedContinuation<Void, Never>] = []
         var closeMode: CloseMode?
@@ -600,13 +606,31 @@ final class ConsumerRuntime: Sendable {
         switch error {
         case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
             let paused = state.withLock { state in
+                // Work finished before the revocation of this same rebalance, whose commit the
+                // broker refused: nobody else can have held these partitions since, so resume
+                // after that work instead of re-reading it, and commit it at the next tick.
+                let remembered = state.processedButUncommitted
+                state.processedButUncommitted.removeAll()
+                state.tracker.remove(partitions)
                 for partition in partitions {
                     state.assignment[partition] = state.nextEpoch
                     state.nextEpoch += 1
                     state.revoking.remove(partition)
                     state.lastCommitted.removeValue(forKey: partition)
+                    if let offset = remembered[partition] {
+                        state.tracker.resume(partition, after: offset)
+                    }
                 }
-                state.tracker.remove(partitions)
+                if let list, let elements = list.pointee.elems {
+                    for index in 0..<Int(list.pointee.cnt) {
+                        let element = elements[index]
+                        let partition = KafkaTopicPartition(topic: element.topic.map { String(cString: $0) } ?? "", partition: element.partition)
+                        if let offset = remembered[partition] {
+                            elements[index].offset = offset
+                            state.statistics.resumedAfterRefusedCommit += 1
+                        }
+                    }
+                }
                 state.statistics.assignments += 1
                 return state.statistics.isPaused
             }
@@ -646,6 +670,14 @@ final class ConsumerRuntime: Sendable {
                 _ = commitProcessed(only: Set(partitions))
             }
             state.withLock { state in
+                // Eager protocol only: its revocation and next assignment are one rebalance, so
+                // nobody else can take these partitions in between. (Not after a lost assignment.)
+                if !cooperative && !lost {
+                    let revoked = Set(partitions)
+                    for (partition, offset) in state.tracker.committable where revoked.contains(partition) && state.lastCommitted[partition] != offset {
+                        state.processedButUncommitted[partition] = offset
+                    }
+                }
                 for partition in partitions {
                     state.assignment.removeValue(forKey: partition)
                     state.revoking.remove(partition)

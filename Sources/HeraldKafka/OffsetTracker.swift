@@ -19,6 +19,12 @@ public struct PartitionOffsetTracker: Sendable, Equatable {
     /// Creates an empty tracker.
     public init() {}
 
+    /// A tracker for a partition read on from `offset`, where everything before is known to be
+    /// processed: `offset` is committable at once.
+    public init(resumingAt offset: Int64) {
+        committable = offset
+    }
+
     /// Messages delivered and not yet finished.
     public var unfinishedCount: Int { pending.count - head - finishedEarly.count }
 
@@ -93,6 +99,11 @@ public struct OffsetTracker: Sendable {
     @discardableResult
     public mutating func delivered(_ partition: KafkaTopicPartition, offset: Int64) -> Bool {
         partitions[partition, default: PartitionOffsetTracker()].delivered(offset)
+    }
+
+    /// Starts `partition` afresh at `offset`, with everything before it processed.
+    public mutating func resume(_ partition: KafkaTopicPartition, after offset: Int64) {
+        partitions[partition] = PartitionOffsetTracker(resumingAt: offset)
     }
 
     /// Records finished work (see ``PartitionOffsetTracker/finished(_:)``); nil for a partition

@@ -68,6 +68,22 @@ import Testing
         #expect(tracker.committable == count)
     }
 
+    @Test func resumingAfterKnownProcessedWork() {
+        var tracker = OffsetTracker()
+        let partition = KafkaTopicPartition(topic: "t", partition: 0)
+        tracker.resume(partition, after: 500)
+        #expect(tracker.committable == [partition: 500])
+        let early = tracker.delivered(partition, offset: 499)
+        #expect(!early)
+        tracker.delivered(partition, offset: 500)
+        tracker.delivered(partition, offset: 501)
+        let moved = tracker.finished(partition, offset: 501)
+        #expect(moved == nil)
+        #expect(tracker.committable == [partition: 500])
+        let released = tracker.finished(partition, offset: 500)
+        #expect(released == 502)
+    }
+
     @Test func trackerOverPartitionsForgetsRevokedOnes() {
         var tracker = OffsetTracker()
         let p0 = KafkaTopicPartition(topic: "t", partition: 0)
