@@ -100,6 +100,15 @@ public struct KafkaConsumerStatistics: Sendable, Equatable {
 /// works too: the callback then assigns and revokes incrementally.
 ///
 /// Dropping a consumer without ``close()`` leaves the group *without committing*, as a crash would.
+///
+/// ```swift
+/// let consumer = try KafkaConsumer(configuration: configuration, groupID: "herald-workers")
+/// try consumer.subscribe(topics: ["herald.jobs"])
+/// try await KeyOrderedRunner.run(consumer.messages, maximumConcurrency: 64, key: { $0.key }) { message in
+///     await handle(message)              // idempotent: a rebalance may deliver it again
+///     consumer.markProcessed(message)
+/// }
+/// ```
 public final class KafkaConsumer: Sendable {
     private let runtime: ConsumerRuntime
 
@@ -141,6 +150,8 @@ public final class KafkaConsumer: Sendable {
 
     /// Marks `message`'s work as done. Its offset becomes committable once every earlier message
     /// of its partition is done too. Ignored (and counted) when the partition was revoked since.
+    /// Mark every message, including those skipped or dead-lettered: an unmarked one holds its
+    /// partition's commits (and, through the in-flight budget, eventually its reading) back.
     public func markProcessed(_ message: KafkaMessage) {
         runtime.markProcessed(message)
     }

@@ -1,4 +1,5 @@
 import HeraldKafka
+import HeraldTestSupport
 import Synchronization
 import Testing
 
@@ -31,6 +32,39 @@ import Testing
         #expect(stats.overlapSameKey == 0)
         #expect(stats.maxTotal <= 8)
         #expect(stats.maxTotal > 1, "different keys never ran concurrently")
+    }
+
+    @Test(.timeLimit(.minutes(1))) func consumerMessagesKeepPerKeyOrderThroughTheRunner() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1)
+        let topic = TestEnvironment.uniqueName("keyed")
+        try cluster.createTopic(topic, partitions: 2)
+        let configuration = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, properties: fastGroupProperties)
+        let producer = try KafkaProducer(configuration: configuration)
+        let total = 600
+        _ = try await produceAll(producer, (0..<total).map { KafkaProducerMessage(topic: topic, key: "activity-\($0 % 12)", value: String($0)) })
+        let consumer = try KafkaConsumer(configuration: configuration, groupID: TestEnvironment.uniqueName("g"))
+        try consumer.subscribe(topics: [topic])
+        let log = Mutex<(byKey: [String: [Int]], count: Int)>(([:], 0))
+        let run = Task {
+            try await KeyOrderedRunner.run(consumer.messages, maximumConcurrency: 6, key: { $0.keyString }) { message in
+                // Uneven work, so a key's later update would overtake an earlier one if run concurrently.
+                if let value = Int(message.valueString), value % 5 == 0 { try? await Task.sleep(for: .milliseconds(1)) }
+                log.withLock { state in
+                    state.byKey[message.keyString ?? "", default: []].append(Int(message.valueString) ?? -1)
+                    state.count += 1
+                }
+                consumer.markProcessed(message)
+            }
+        }
+        #expect(await waitUntil(seconds: 30) { log.withLock { $0.count } >= total })
+        await consumer.close() // ends the sequence, so the runner returns
+        try await run.value
+        let result = log.withLock { $0 }
+        #expect(result.count == total)
+        for key in 0..<12 {
+            #expect(result.byKey["activity-\(key)"] == Array(stride(from: key, to: total, by: 12)), "activity-\(key) out of order")
+        }
+        #expect(consumer.statistics.processed == total)
     }
 
     @Test func itemsWithoutAKeyAllRun() async throws {
