@@ -67,6 +67,12 @@ enum BenchKafkaCommand {
             let consumer = try KafkaConsumer(configuration: consumerConfiguration, groupID: "herald-bench-\(UInt32.random(in: 0...UInt32.max))")
             let consumeStart = ContinuousClock.now
             try consumer.subscribe(topics: [topic])
+            // Messages that never come end the run instead of hanging it: closing ends the sequence.
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(60) + .milliseconds(count / 10))
+                await consumer.close()
+            }
+            defer { watchdog.cancel() }
             var received = 0
             var firstMessage: ContinuousClock.Instant?
             var bytes = 0
