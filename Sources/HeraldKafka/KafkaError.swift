@@ -4,6 +4,7 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         enum Base: String, Sendable {
             case configuration, clientCreation, produce, delivery, subscribe, consume, commit, offsetStore, cluster, closed, timeout
+            case messageTooLarge, invalidMessage, rebalance
         }
         let base: Base
 
@@ -29,6 +30,12 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
         public static let closed = Code(base: .closed)
         /// An operation did not finish in time.
         public static let timeout = Code(base: .timeout)
+        /// A message is larger than `message.max.bytes` allows.
+        public static let messageTooLarge = Code(base: .messageTooLarge)
+        /// A message is malformed (for example a header with an empty name or a NUL byte in it).
+        public static let invalidMessage = Code(base: .invalidMessage)
+        /// Taking or releasing partitions in a rebalance failed.
+        public static let rebalance = Code(base: .rebalance)
 
         public var description: String { base.rawValue }
     }
@@ -43,6 +50,7 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
     public let isRetryable: Bool
     /// Where the error was raised.
     public let file: String
+    /// The line where the error was raised.
     public let line: Int
 
     init(_ code: Code, _ message: String, rdkafkaCode: Int32? = nil, isRetryable: Bool = false, file: String = #fileID, line: Int = #line) {

@@ -1,34 +1,44 @@
 internal import CRdKafka
+import Dispatch
 import Foundation
 import Synchronization
 
 /// An idempotent Kafka producer whose `send` returns once the broker has acknowledged the message.
 ///
 /// librdkafka's delivery reports are served by a dedicated polling thread, never on Swift's
-/// cooperative threads. Each `send` hands librdkafka a retained box as the message's opaque and
-/// gets its continuation back in the delivery-report callback.
+/// cooperative threads. Each message carries a retained box as its opaque, and the
+/// delivery-report callback resumes the waiting `send` (or fills in its batch) from it.
 public final class KafkaProducer: Sendable {
     private let handle: RDKafkaClient
     private let stopped: StopFlag
+    /// Batches wait here for room when librdkafka's queue is full (that wait blocks).
+    private let enqueueQueue = DispatchQueue(label: "herald.kafka.producer.enqueue")
+    /// Topics whose metadata a batch already fetched (see `prepareTopics`).
+    private let knownTopics = Mutex<Set<String>>([])
+    /// `message.max.bytes` as configured, to refuse oversized messages before librdkafka does.
+    private let maximumMessageBytes: Int
 
-    /// Starts a producer. `enable.idempotence=true`, `acks=all` and lz4 compression are set
-    /// unless the configuration says otherwise.
+    /// Herald's producer defaults, each applied unless the configuration sets the property:
+    /// idempotence on (which implies `acks=all`), lz4 compression and 5 ms of batching.
+    public static let defaultProperties = ["enable.idempotence": "true", "acks": "all", "compression.codec": "lz4", "linger.ms": "5"]
+
+    /// Starts a producer with ``defaultProperties`` under the configuration's own.
     public init(configuration: KafkaConfiguration) throws(KafkaError) {
         var configuration = configuration
-        for (name, value) in ["enable.idempotence": "true", "acks": "all", "compression.codec": "lz4", "linger.ms": "5"]
-        where configuration.properties[name] == nil {
+        for (name, value) in KafkaProducer.defaultProperties where configuration.properties[name] == nil {
             configuration.properties[name] = value
         }
         let conf = try configuration.makeHandle()
+        maximumMessageBytes = KafkaConfiguration.value(of: "message.max.bytes", in: conf).flatMap { Int($0) } ?? 1_000_000
         rd_kafka_conf_set_dr_msg_cb(conf) { _, message, _ in
             guard let message, let opaque = message.pointee._private else { return }
             let box = Unmanaged<DeliveryBox>.fromOpaque(opaque).takeRetainedValue()
             let error = message.pointee.err
             if error == RD_KAFKA_RESP_ERR_NO_ERROR {
                 let topic = String(cString: rd_kafka_topic_name(message.pointee.rkt))
-                box.continuation.resume(returning: KafkaDeliveryReport(topic: topic, partition: message.pointee.partition, offset: message.pointee.offset))
+                box.complete(.success(KafkaDeliveryReport(topic: topic, partition: message.pointee.partition, offset: message.pointee.offset)))
             } else {
-                box.continuation.resume(throwing: KafkaError(.delivery, rdkafkaErrorText(error), rdkafkaCode: error.rawValue))
+                box.complete(.failure(KafkaError(.delivery, rdkafkaErrorText(error), rdkafkaCode: error.rawValue)))
             }
         }
         handle = try RDKafkaClient(type: RD_KAFKA_PRODUCER, conf: conf)
@@ -45,72 +55,232 @@ public final class KafkaProducer: Sendable {
     }
 
     /// Sends one message and returns when the broker has acknowledged it.
-    public func send(topic: String, key: [UInt8]?, value: [UInt8], partition: Int32? = nil) async throws(KafkaError) -> KafkaDeliveryReport {
-        do {
-            return try await withCheckedThrowingContinuation { continuation in
-                let box = DeliveryBox(continuation: continuation)
-                let opaque = Unmanaged.passRetained(box).toOpaque()
-                let error: OpaquePointer? = value.withUnsafeBytes { valueBytes in
-                    if let key {
-                        return key.withUnsafeBytes { keyBytes in
-                            herald_rdkafka_produce(handle.pointer, topic, partition ?? herald_rdkafka_partition_ua(),
-                                                   keyBytes.baseAddress, keyBytes.count, valueBytes.baseAddress, valueBytes.count, nil, opaque)
-                        }
-                    }
-                    return herald_rdkafka_produce(handle.pointer, topic, partition ?? herald_rdkafka_partition_ua(),
-                                                  nil, 0, valueBytes.baseAddress, valueBytes.count, nil, opaque)
-                }
-                if let error {
-                    Unmanaged<DeliveryBox>.fromOpaque(opaque).release()
-                    let code = rd_kafka_error_code(error)
-                    let retryable = rd_kafka_error_is_retriable(error) != 0 || code == RD_KAFKA_RESP_ERR__QUEUE_FULL
-                    let text = String(cString: rd_kafka_error_string(error))
-                    rd_kafka_error_destroy(error)
-                    continuation.resume(throwing: KafkaError(.produce, text, rdkafkaCode: code.rawValue, isRetryable: retryable))
-                }
+    /// Throws `.messageTooLarge` or `.invalidMessage` without sending anything, `.produce` when
+    /// librdkafka cannot queue it (retryable when its queue is full), `.delivery` when the broker
+    /// did not acknowledge it in `message.timeout.ms`.
+    public func send(_ message: KafkaProducerMessage) async throws(KafkaError) -> KafkaDeliveryReport {
+        let result: Result<KafkaDeliveryReport, KafkaError> = await withCheckedContinuation { continuation in
+            let box = DeliveryBox(target: .single(continuation))
+            if let error = enqueue(message, box: box, waitWhenFull: false) {
+                box.complete(.failure(error))
             }
-        } catch let error as KafkaError {
-            throw error
-        } catch {
-            throw KafkaError(.produce, "\(error)")
         }
+        return try result.get()
+    }
+
+    /// Sends one message with byte key and value.
+    public func send(topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil) async throws(KafkaError) -> KafkaDeliveryReport {
+        try await send(KafkaProducerMessage(topic: topic, key: key, value: value, headers: headers, partition: partition))
     }
 
     /// Sends one message with UTF-8 key and value.
-    public func send(topic: String, key: String?, value: String) async throws(KafkaError) -> KafkaDeliveryReport {
-        try await send(topic: topic, key: key.map { Array($0.utf8) }, value: Array(value.utf8))
+    public func send(topic: String, key: String?, value: String, headers: [KafkaHeader] = []) async throws(KafkaError) -> KafkaDeliveryReport {
+        try await send(KafkaProducerMessage(topic: topic, key: key, value: value, headers: headers))
+    }
+
+    /// Sends many messages at once and returns when every one is acknowledged or failed, with one
+    /// result per message in order. When librdkafka's queue is full it waits for room (on a queue
+    /// of its own) instead of failing, so a batch may be larger than `queue.buffering.max.messages`.
+    public func sendAll(_ messages: [KafkaProducerMessage]) async -> [Result<KafkaDeliveryReport, KafkaError>] {
+        guard !messages.isEmpty else { return [] }
+        return await withCheckedContinuation { continuation in
+            let batch = DeliveryBatch(count: messages.count, continuation: continuation)
+            enqueueQueue.async { [self] in
+                prepareTopics(messages)
+                for (index, message) in messages.enumerated() {
+                    let box = DeliveryBox(target: .batch(batch, index))
+                    if let error = enqueue(message, box: box, waitWhenFull: true) {
+                        box.complete(.failure(error))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Fetches the metadata of topics this producer has not sent to yet, before a batch is
+    /// queued: a batch queued for a topic librdkafka knows nothing about waits about a second
+    /// (its periodic topic scan) before the first message goes out. Blocking; on `enqueueQueue`.
+    private func prepareTopics(_ messages: [KafkaProducerMessage]) {
+        let topics = Set(messages.map(\.topic))
+        let unknown = knownTopics.withLock { known in topics.subtracting(known) }
+        for topic in unknown where !topic.isEmpty && !topic.utf8.contains(0) {
+            guard let handle = rd_kafka_topic_new(self.handle.pointer, topic, nil) else { continue }
+            var metadata: UnsafePointer<rd_kafka_metadata>?
+            if rd_kafka_metadata(self.handle.pointer, 0, handle, &metadata, 5_000) == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata {
+                rd_kafka_metadata_destroy(metadata)
+            }
+            rd_kafka_topic_destroy(handle)
+            _ = knownTopics.withLock { $0.insert(topic) }
+        }
+    }
+
+    /// Hands one message to librdkafka with `box` as its opaque; returns the error when it was
+    /// not queued (then `box` was not retained and the caller completes it).
+    private func enqueue(_ message: KafkaProducerMessage, box: DeliveryBox, waitWhenFull: Bool) -> KafkaError? {
+        if let problem = KafkaProducer.validate(message, maximumBytes: maximumMessageBytes) { return problem }
+        var attempt = 0
+        while true {
+            let headers = KafkaProducer.makeHeaders(message.headers)
+            let opaque = Unmanaged.passRetained(box).toOpaque()
+            let error = KafkaProducer.produce(handle.pointer, message, headers: headers, opaque: opaque)
+            guard let error else { return nil }
+            Unmanaged<DeliveryBox>.fromOpaque(opaque).release()
+            // On failure the headers stay ours.
+            if let headers { rd_kafka_headers_destroy(headers) }
+            let code = rd_kafka_error_code(error)
+            let text = String(cString: rd_kafka_error_string(error))
+            let retriable = rd_kafka_error_is_retriable(error) != 0
+            rd_kafka_error_destroy(error)
+            if code == RD_KAFKA_RESP_ERR__QUEUE_FULL && waitWhenFull && !stopped.isSet {
+                // The poll thread drains delivery reports meanwhile; back off briefly.
+                attempt += 1
+                usleep(attempt < 10 ? 200 : 1_000)
+                continue
+            }
+            if code == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE {
+                return KafkaError(.messageTooLarge, text, rdkafkaCode: code.rawValue)
+            }
+            return KafkaError(.produce, text, rdkafkaCode: code.rawValue, isRetryable: retriable || code == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+        }
+    }
+
+    /// Checks what librdkafka would otherwise accept and the broker refuse, or crash on.
+    static func validate(_ message: KafkaProducerMessage, maximumBytes: Int) -> KafkaError? {
+        if message.topic.isEmpty || message.topic.utf8.contains(0) {
+            return KafkaError(.invalidMessage, "topic name is empty or contains a NUL byte")
+        }
+        for header in message.headers where header.name.isEmpty || header.name.utf8.contains(0) {
+            return KafkaError(.invalidMessage, "header name \(header.name.debugDescription) is empty or contains a NUL byte")
+        }
+        let size = (message.key?.count ?? 0) + (message.value?.count ?? 0)
+            + message.headers.reduce(0) { $0 + $1.name.utf8.count + ($1.value?.count ?? 0) }
+        if size > maximumBytes {
+            return KafkaError(.messageTooLarge, "message of \(size) bytes exceeds message.max.bytes (\(maximumBytes))")
+        }
+        return nil
+    }
+
+    private static func makeHeaders(_ headers: [KafkaHeader]) -> OpaquePointer? {
+        guard !headers.isEmpty, let list = rd_kafka_headers_new(headers.count) else { return nil }
+        for header in headers {
+            let name = Array(header.name.utf8)
+            if let value = header.value {
+                value.withUnsafeBytes { bytes in
+                    name.withUnsafeBufferPointer { nameBytes in
+                        nameBytes.withMemoryRebound(to: CChar.self) { namePointer in
+                            _ = rd_kafka_header_add(list, namePointer.baseAddress, namePointer.count, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), bytes.count)
+                        }
+                    }
+                }
+            } else {
+                name.withUnsafeBufferPointer { nameBytes in
+                    nameBytes.withMemoryRebound(to: CChar.self) { namePointer in
+                        _ = rd_kafka_header_add(list, namePointer.baseAddress, namePointer.count, nil, 0)
+                    }
+                }
+            }
+        }
+        return list
+    }
+
+    private static func produce(_ client: OpaquePointer, _ message: KafkaProducerMessage, headers: OpaquePointer?, opaque: UnsafeMutableRawPointer) -> OpaquePointer? {
+        let partition = message.partition ?? herald_rdkafka_partition_ua()
+        // A null value is a tombstone; an empty one must still point somewhere so librdkafka
+        // sends a zero-length value rather than a null.
+        var placeholder: UInt8 = 0
+        return withUnsafeMutablePointer(to: &placeholder) { placeholderPointer in
+            withOptionalBytes(message.key) { keyPointer, keyCount in
+                withOptionalBytes(message.value) { valuePointer, valueCount in
+                    let value = message.value == nil ? nil : (valuePointer ?? UnsafeRawPointer(placeholderPointer))
+                    return herald_rdkafka_produce(client, message.topic, partition, keyPointer, keyCount, value, valueCount, headers, opaque)
+                }
+            }
+        }
     }
 
     /// Waits up to `timeoutMilliseconds` for every queued message to be acknowledged; returns
-    /// whether the queue drained. Blocking: call it from a thread of your own or at shutdown.
-    public func flush(timeoutMilliseconds: Int32 = 10_000) -> Bool {
-        rd_kafka_flush(handle.pointer, timeoutMilliseconds) == RD_KAFKA_RESP_ERR_NO_ERROR
+    /// whether the queue drained. The wait runs on a thread of its own.
+    public func flush(timeoutMilliseconds: Int32 = 10_000) async -> Bool {
+        let client = handle
+        return await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(returning: rd_kafka_flush(client.pointer, timeoutMilliseconds) == RD_KAFKA_RESP_ERR_NO_ERROR)
+            }
+        }
     }
 
+    /// Messages queued in librdkafka and not yet acknowledged or failed.
+    public var queuedCount: Int { Int(rd_kafka_outq_len(handle.pointer)) }
+
     deinit {
-        _ = rd_kafka_flush(handle.pointer, 5_000)
+        // Whatever is still queued fails its sends with a delivery error when the handle goes;
+        // callers that care call `flush` first.
+        _ = rd_kafka_flush(handle.pointer, 2_000)
         stopped.set()
         // The poll thread holds its own reference to `handle`, so the handle outlives it.
     }
 }
 
-/// The continuation of one `send`, carried through librdkafka as the message's opaque.
-private final class DeliveryBox {
-    let continuation: CheckedContinuation<KafkaDeliveryReport, any Error>
-    init(continuation: CheckedContinuation<KafkaDeliveryReport, any Error>) {
-        self.continuation = continuation
+private func withOptionalBytes<R>(_ bytes: [UInt8]?, _ body: (UnsafeRawPointer?, Int) -> R) -> R {
+    guard let bytes else { return body(nil, 0) }
+    return bytes.withUnsafeBytes { body($0.baseAddress, $0.count) }
+}
+
+/// Where one message's delivery report goes.
+private final class DeliveryBox: Sendable {
+    enum Target: Sendable {
+        case single(CheckedContinuation<Result<KafkaDeliveryReport, KafkaError>, Never>)
+        case batch(DeliveryBatch, Int)
+    }
+    let target: Target
+    init(target: Target) { self.target = target }
+
+    func complete(_ result: Result<KafkaDeliveryReport, KafkaError>) {
+        switch target {
+        case .single(let continuation): continuation.resume(returning: result)
+        case .batch(let batch, let index): batch.complete(index, result)
+        }
+    }
+}
+
+/// The results of a `sendAll`, resumed when the last message is reported.
+private final class DeliveryBatch: Sendable {
+    private struct State {
+        var results: [Result<KafkaDeliveryReport, KafkaError>?]
+        var remaining: Int
+        var continuation: CheckedContinuation<[Result<KafkaDeliveryReport, KafkaError>], Never>?
+    }
+    private let state: Mutex<State>
+
+    init(count: Int, continuation: CheckedContinuation<[Result<KafkaDeliveryReport, KafkaError>], Never>) {
+        state = Mutex(State(results: Array(repeating: nil, count: count), remaining: count, continuation: continuation))
+    }
+
+    func complete(_ index: Int, _ result: Result<KafkaDeliveryReport, KafkaError>) {
+        let finished: (CheckedContinuation<[Result<KafkaDeliveryReport, KafkaError>], Never>, [Result<KafkaDeliveryReport, KafkaError>])? = state.withLock { state in
+            guard state.results[index] == nil else { return nil }
+            state.results[index] = result
+            state.remaining -= 1
+            guard state.remaining == 0, let continuation = state.continuation else { return nil }
+            state.continuation = nil
+            let results = state.results.map { $0 ?? .failure(KafkaError(.delivery, "no delivery report")) }
+            return (continuation, results)
+        }
+        if let (continuation, results) = finished { continuation.resume(returning: results) }
     }
 }
 
 /// Owns an `rd_kafka_t` and destroys it.
 ///
 /// `@unchecked Sendable`: librdkafka's `rd_kafka_t` is thread-safe for the calls Herald makes
-/// on it (poll, produce, commit, offsets_store from any thread), and the pointer never changes.
+/// on it (poll, produce, commit, pause from any thread), and the pointer never changes.
 final class RDKafkaClient: @unchecked Sendable {
     let pointer: OpaquePointer
+    /// An object librdkafka callbacks point at (as their opaque), kept alive until the handle is destroyed.
+    private let callbackContext: AnyObject?
 
     /// Creates the client; takes ownership of `conf` on success and destroys it on failure.
-    init(type: rd_kafka_type_t, conf: OpaquePointer) throws(KafkaError) {
+    init(type: rd_kafka_type_t, conf: OpaquePointer, callbackContext: AnyObject? = nil) throws(KafkaError) {
         var errorText = [CChar](repeating: 0, count: 512)
         guard let client = rd_kafka_new(type, conf, &errorText, errorText.count) else {
             rd_kafka_conf_destroy(conf)
@@ -118,6 +288,7 @@ final class RDKafkaClient: @unchecked Sendable {
             throw KafkaError(.clientCreation, reason)
         }
         pointer = client
+        self.callbackContext = callbackContext
     }
 
     deinit {

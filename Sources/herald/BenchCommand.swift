@@ -1,13 +1,16 @@
-/// `herald bench <what>`: benchmarks that print JSON (not timed tests; see docs/BENCHMARKS.md).
+/// `herald bench <what> …`: benchmarks that print JSON (not timed tests; docs/BENCHMARKS.md records them).
 enum BenchCommand {
     static let usage = """
-    usage: herald bench http2 …     HTTP/2 client load against any TLS HTTP/2 server (compare with h2load)
+    usage: herald bench http2 …      HTTP/2 client load against any TLS HTTP/2 server (compare with h2load)
+           herald bench kafka …      produce and consume through HeraldKafka (compare with kcat)
     """
 
-    static func run(_ arguments: [String]) -> Int32 {
+    static func run(_ arguments: [String]) async -> Int32 {
         switch arguments.first {
         case "http2":
             return BenchHTTP2Command.run(Array(arguments.dropFirst()))
+        case "kafka":
+            return await BenchKafkaCommand.run(Array(arguments.dropFirst()))
         default:
             Console.error(usage)
             return 64

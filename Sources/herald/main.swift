@@ -18,10 +18,10 @@ case "migrate":
     status = await MigrateCommand.run(Array(arguments.dropFirst()))
 case "sim":
     status = SimCommand.run(Array(arguments.dropFirst()))
-case "bench":
-    status = BenchCommand.run(Array(arguments.dropFirst()))
 case "dev-broker":
     status = DevBrokerCommand.run(Array(arguments.dropFirst()))
+case "bench":
+    status = await BenchCommand.run(Array(arguments.dropFirst()))
 case nil, "help", "--help", "-h":
     print(Usage.text)
     status = arguments.isEmpty ? 64 : 0

@@ -29,7 +29,7 @@ import Testing
         // Keys decide partitions: one key's messages keep their order.
         let k1 = received.filter { $0.keyString == "k1" }.map(\.valueString)
         #expect(k1 == ["message 1", "message 5", "message 9", "message 13", "message 17"])
-        for message in received { try first.storeOffset(of: message) }
+        for message in received { first.markProcessed(message) }
         try await first.commit()
         await first.close()
 

@@ -1,0 +1,133 @@
+import Foundation
+import HeraldKafka
+
+/// `herald bench kafka [--brokers B] --messages N [--size BYTES] [--partitions P] [--json]`:
+/// produces N messages of BYTES bytes with Herald's producer (idempotent, lz4, acknowledged),
+/// then reads them back with Herald's consumer group (each marked processed, offsets committed),
+/// and prints the rates. Without `--brokers` it runs against an embedded mock cluster.
+enum BenchKafkaCommand {
+    static func run(_ arguments: [String]) async -> Int32 {
+        var brokers: String?
+        var count = 100_000
+        var size = 100
+        var partitions: Int32 = 4
+        var json = false
+        var remaining = arguments[...]
+        while let argument = remaining.popFirst() {
+            switch argument {
+            case "--brokers":
+                guard let value = remaining.popFirst(), !value.isEmpty else { return usage("--brokers takes HOST:PORT[,…]") }
+                brokers = value
+            case "--messages":
+                guard let value = remaining.popFirst().flatMap({ Int($0) }), value > 0 else { return usage("--messages takes a positive number") }
+                count = value
+            case "--size":
+                guard let value = remaining.popFirst().flatMap({ Int($0) }), (0...900_000).contains(value) else { return usage("--size takes 0 to 900000 bytes") }
+                size = value
+            case "--partitions":
+                guard let value = remaining.popFirst().flatMap({ Int32($0) }), (1...256).contains(value) else { return usage("--partitions takes 1 to 256") }
+                partitions = value
+            case "--json":
+                json = true
+            default:
+                return usage("unknown option \(argument)")
+            }
+        }
+
+        var cluster: EmbeddedKafkaCluster?
+        let topic = "herald-bench-\(UInt32.random(in: 0...UInt32.max))"
+        do {
+            if brokers == nil {
+                let embedded = try EmbeddedKafkaCluster(brokers: 1)
+                try embedded.createTopic(topic, partitions: partitions)
+                brokers = embedded.bootstrapServers
+                cluster = embedded
+            }
+            guard let brokers else { return 70 }
+            var configuration = KafkaConfiguration(bootstrapServers: brokers, properties: ["log_level": "3"])
+            configuration.addPassThroughProperties(from: ProcessInfo.processInfo.environment)
+
+            // Produce: every message acknowledged by the broker.
+            let producer = try KafkaProducer(configuration: configuration)
+            let value = (0..<size).map { UInt8(ascii: "a") &+ UInt8($0 % 26) }
+            let produceStart = ContinuousClock.now
+            var sent = 0
+            while sent < count {
+                let chunk = min(100_000, count - sent)
+                let results = await producer.sendAll(Array(repeating: KafkaProducerMessage(topic: topic, key: nil, value: value), count: chunk))
+                for result in results { _ = try result.get() }
+                sent += chunk
+            }
+            let produceSeconds = seconds(ContinuousClock.now - produceStart)
+
+            // Consume: a fresh group from the earliest offset, every message marked processed.
+            var consumerConfiguration = configuration
+            consumerConfiguration.properties["session.timeout.ms"] = "6000"
+            consumerConfiguration.properties["heartbeat.interval.ms"] = "500"
+            let consumer = try KafkaConsumer(configuration: consumerConfiguration, groupID: "herald-bench-\(UInt32.random(in: 0...UInt32.max))")
+            let consumeStart = ContinuousClock.now
+            try consumer.subscribe(topics: [topic])
+            // Messages that never come end the run instead of hanging it: closing ends the sequence.
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(60) + .milliseconds(count / 10))
+                await consumer.close()
+            }
+            defer { watchdog.cancel() }
+            var received = 0
+            var firstMessage: ContinuousClock.Instant?
+            var bytes = 0
+            for try await message in consumer.messages {
+                if firstMessage == nil { firstMessage = ContinuousClock.now }
+                bytes += message.value.count
+                consumer.markProcessed(message)
+                received += 1
+                if received == count { break }
+            }
+            let consumeEnd = ContinuousClock.now
+            await consumer.close()
+            guard received == count, let firstMessage else {
+                Console.error("herald bench kafka: consumed \(received) of \(count) messages")
+                return 70
+            }
+            let steadySeconds = seconds(consumeEnd - firstMessage)
+            let totalSeconds = seconds(consumeEnd - consumeStart)
+            let statistics = consumer.statistics
+            let rss = residentMegabytes()
+            if json {
+                print("{\"messages\":\(count),\"produce_per_second\":\(Int(Double(count) / produceSeconds)),\"consume_per_second\":\(Int(Double(count) / steadySeconds)),"
+                    + "\"consume_per_second_including_group_join\":\(Int(Double(count) / totalSeconds)),\"size\":\(size),"
+                    + "\"produce_seconds\":\(rounded(produceSeconds)),\"consume_seconds\":\(rounded(steadySeconds)),\"group_join_seconds\":\(rounded(totalSeconds - steadySeconds)),"
+                    + "\"pauses\":\(statistics.pauses),\"commits\":\(statistics.commits),\"rss_mb\":\(rss),\"embedded_broker\":\(cluster != nil)}")
+            } else {
+                print("produced \(count) × \(size) B in \(rounded(produceSeconds)) s: \(Int(Double(count) / produceSeconds)) msg/s (acknowledged)")
+                print("consumed \(count) (\(bytes) B) in \(rounded(steadySeconds)) s after \(rounded(totalSeconds - steadySeconds)) s of group join: \(Int(Double(count) / steadySeconds)) msg/s")
+                print("pauses \(statistics.pauses), commits \(statistics.commits), RSS \(rss) MB, broker \(cluster != nil ? "embedded" : brokers)")
+            }
+            withExtendedLifetime(cluster) {}
+            return 0
+        } catch {
+            Console.error("herald bench kafka: \(error)")
+            return 69
+        }
+    }
+
+    private static func usage(_ problem: String) -> Int32 {
+        Console.error("herald bench kafka: \(problem)\n\(BenchCommand.usage)")
+        return 64
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    private static func rounded(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
+
+    /// VmRSS from /proc/self/status, in MB (0 when unreadable).
+    private static func residentMegabytes() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            return (line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0) / 1024
+        }
+        return 0
+    }
+}
