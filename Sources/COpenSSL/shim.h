@@ -24,4 +24,7 @@ static inline long herald_ssl_ctx_set_min_proto_version(SSL_CTX *ctx, int versio
 static inline int herald_tls1_2_version(void) { return TLS1_2_VERSION; }
 static inline int herald_evp_pkey_ec(void) { return EVP_PKEY_EC; }
 static inline int herald_evp_pkey_rsa(void) { return EVP_PKEY_RSA; }
+/* AES-256-GCM control codes (macros aliasing other macros). */
+static inline int herald_evp_ctrl_gcm_get_tag(void) { return EVP_CTRL_GCM_GET_TAG; }
+static inline int herald_evp_ctrl_gcm_set_tag(void) { return EVP_CTRL_GCM_SET_TAG; }
 #endif
