@@ -16,6 +16,10 @@ case "validate":
     status = ValidateCommand.run(Array(arguments.dropFirst()), jobsOnly: false)
 case "migrate":
     status = await MigrateCommand.run(Array(arguments.dropFirst()))
+case "seed":
+    status = await SeedCommand.run(Array(arguments.dropFirst()))
+case "bench":
+    status = await BenchCommand.run(Array(arguments.dropFirst()))
 case "dev-broker":
     status = DevBrokerCommand.run(Array(arguments.dropFirst()))
 case nil, "help", "--help", "-h":
