@@ -1,7 +1,7 @@
 /// `herald bench <what>`: benchmarks that print JSON.
 enum BenchCommand {
     static let usage = """
-        usage: herald bench audience --database-url URL --app APP [--filter JSON] [--page-size N] [--json]
+        usage: herald bench audience --database-url URL --app APP [--filter JSON] [--page-size N] [--streams N] [--json]
         """
 
     static func run(_ arguments: [String]) async -> Int32 {
