@@ -164,6 +164,7 @@ public final class PostgresPool: Sendable {
 
     /// Borrows a connection; give it back with `release`. Prefer `withConnection`.
     public func acquire() async throws(PostgresError) -> PostgresConnection {
+        if Task.isCancelled { throw PostgresError(.cancelled, "cancelled before acquiring a database connection") }
         let id = state.withLock { state -> UInt64 in
             state.nextID += 1
             return state.nextID
@@ -286,7 +287,9 @@ public final class PostgresPool: Sendable {
         Task {
             do throws(PostgresError) {
                 let connection = try await PostgresConnection.connect(configuration.url, applicationName: configuration.applicationName)
-                try await connection.query("SELECT set_config('statement_timeout', $1, false), set_config('TimeZone', 'UTC', false)",
+                // Timestamps are read back as ISO text in UTC (SQLValue.timestamp), whatever the
+                // server's defaults.
+                try await connection.query("SELECT set_config('statement_timeout', $1, false), set_config('TimeZone', 'UTC', false), set_config('DateStyle', 'ISO', false)",
                                            [String(configuration.statementTimeout.milliseconds)])
                 continuation.resume(returning: .success(connection))
             } catch {

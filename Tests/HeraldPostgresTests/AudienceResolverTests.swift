@@ -56,4 +56,24 @@ struct AudienceResolverTests {
         #expect(first.language == row.language)
         await database.tearDown(pool)
     }
+
+    /// The compiled condition spells the subscribable predicate exactly as the partial indexes
+    /// do, so the planner can use them (with sequential scans off, a mismatch would show as a
+    /// plan on the primary key instead).
+    @Test func pageQueriesCanUseThePartialAudienceIndexes() async throws {
+        let (database, pool) = try await TestDatabase.migrated()
+        try await AudienceFixture.load(AudienceFixture.rows(count: 500, appID: "app", seed: 4), into: pool)
+        for (audience, index) in [(Audience.all, "subscriptions_subscribable_idx"),
+                                  (.filter(.tag(key: "plan", op: .eq, value: "pro")), "subscriptions_tags_gin"),
+                                  (.filter(.near(latitude: 48.85, longitude: 2.35, radiusMeters: 10_000)), "subscriptions_location_idx")] {
+            let statement = AudienceResolver.pageStatement(AudienceQuery(appID: "app", audience: audience), in: .everything, after: nil, limit: nil)
+            let plan = try await pool.withTransaction { connection throws(PostgresError) in
+                try await connection.query("SELECT set_config('enable_seqscan', 'off', true), set_config('enable_indexscan', $1, true)",
+                                           [index == "subscriptions_subscribable_idx" ? "on" : "off"])
+                return try await connection.query("EXPLAIN " + statement.sql, statement.parameters).rows.compactMap { $0.first ?? nil }.joined(separator: "\n")
+            }
+            #expect(plan.contains(index), "\(audience):\n\(plan)")
+        }
+        await database.tearDown(pool)
+    }
 }
