@@ -64,6 +64,7 @@ struct AudienceQueryTests {
         var random = TestRandom(seed: 20261202)
         var nonEmpty = 0
         var compared = 0
+        var everyReturned = Set<String>()
         for round in 0..<250 {
             let filter = AudienceFixture.randomFilter(depth: Int.random(in: 1...4, using: &random), using: &random)
             let audience = Audience.filter(filter)
@@ -74,12 +75,20 @@ struct AudienceQueryTests {
             if actual != expected { break }
             if round % 10 == 0 { #expect(try await resolver.count(query) == expected.count) }
             if !expected.isEmpty { nonEmpty += 1 }
+            everyReturned.formUnion(actual)
             compared += 1
         }
         // Not vacuous: most filters select something, and opted-out/invalidated rows exist.
         #expect(compared == 250)
         #expect(nonEmpty > 120)
-        #expect(rows.contains { !$0.optedIn } && rows.contains { $0.invalidated })
+        let excluded = rows.filter { $0.appID == "app" && !$0.subscribable }.map(\.id)
+        #expect(excluded.count > 200)
+        #expect(everyReturned.isDisjoint(with: excluded), "an opted-out or invalidated subscription was returned")
+        // Not even when named explicitly, or through their users.
+        #expect(try await audienceIDs(AudienceQuery(appID: "app", audience: .subscriptionIDs(excluded)), resolver).isEmpty)
+        let excludedOnlyUsers = Set(rows.compactMap { $0.subscribable ? nil : $0.externalID })
+            .subtracting(rows.compactMap { $0.subscribable ? $0.externalID : nil })
+        #expect(try await audienceIDs(AudienceQuery(appID: "app", audience: .externalIDs(Array(excludedOnlyUsers) + ["x"])), resolver).isEmpty)
         for audience in [Audience.all, .externalIDs(["user-1", "user-2", "nobody"]),
                          .subscriptionIDs(Array(rows.prefix(40).map { $0.id.uppercased() }) + ["not-a-uuid'; --"])] {
             let expected = rows.filter { AudienceFixture.matches(audience, $0, appID: "app") }.map(\.id).sorted()
