@@ -37,4 +37,7 @@ static inline int herald_tlsext_err_alert_fatal(void) { return SSL_TLSEXT_ERR_AL
 static inline int herald_ssl_error_want_read(void) { return SSL_ERROR_WANT_READ; }
 static inline int herald_ssl_error_want_write(void) { return SSL_ERROR_WANT_WRITE; }
 static inline int herald_ssl_error_zero_return(void) { return SSL_ERROR_ZERO_RETURN; }
+/* AES-256-GCM control codes (macros aliasing other macros). */
+static inline int herald_evp_ctrl_gcm_get_tag(void) { return EVP_CTRL_GCM_GET_TAG; }
+static inline int herald_evp_ctrl_gcm_set_tag(void) { return EVP_CTRL_GCM_SET_TAG; }
 #endif

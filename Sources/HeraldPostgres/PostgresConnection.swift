@@ -1,4 +1,5 @@
 internal import CLibPQ
+import Synchronization
 import Dispatch
 import Glibc
 
@@ -8,6 +9,7 @@ import Glibc
 public final class PostgresConnection: Sendable {
     private let handle: PGConnectionHandle
     private let queue: DispatchQueue
+    private let broken = Mutex(false)
     /// The connection string, parsed.
     public let info: ConnectionInfo
 
@@ -15,6 +17,26 @@ public final class PostgresConnection: Sendable {
         self.handle = handle
         self.info = info
         self.queue = DispatchQueue(label: "herald.postgres.connection")
+    }
+
+    /// Whether the connection was lost (a query failed with `connectionLost`); a pool closes
+    /// such a connection instead of reusing it.
+    public var isBroken: Bool { broken.withLock { $0 } }
+
+    /// Whether the connection is open and outside any transaction, so a pool may hand it to
+    /// the next caller. False after a lost connection or a transaction left open.
+    public var isReusable: Bool {
+        guard !isBroken else { return false }
+        let handle = self.handle
+        // Reads two fields of the PGconn; no I/O. On the queue because the handle lives there.
+        return queue.sync { handle.isIdle }
+    }
+
+    private func record<T>(_ result: Result<T, PostgresError>) throws(PostgresError) -> T {
+        if case .failure(let error) = result, error.code == .connectionLost {
+            broken.withLock { $0 = true }
+        }
+        return try result.get()
     }
 
     /// Connects to `url`.
@@ -34,7 +56,7 @@ public final class PostgresConnection: Sendable {
         let result: Result<Void, PostgresError> = await withCheckedContinuation { continuation in
             queue.async { continuation.resume(returning: handle.execute(sql)) }
         }
-        try result.get()
+        try record(result)
     }
 
     /// Runs one statement with text parameters (`$1`, `$2`, … ; nil is SQL NULL) and returns its rows.
@@ -44,7 +66,31 @@ public final class PostgresConnection: Sendable {
         let result: Result<PostgresRows, PostgresError> = await withCheckedContinuation { continuation in
             queue.async { continuation.resume(returning: handle.query(sql, parameters)) }
         }
-        return try result.get()
+        return try record(result)
+    }
+
+    /// Runs one statement with text parameters and turns each row into a `T` with `decode`,
+    /// straight from libpq's buffer (no intermediate array of strings). `decode` runs on the
+    /// connection's queue; returning nil skips the row.
+    public func query<T: Sendable>(_ sql: String, _ parameters: [String?],
+                                   decode: @escaping @Sendable (PostgresRow) -> T?) async throws(PostgresError) -> [T] {
+        let handle = self.handle
+        let result: Result<[T], PostgresError> = await withCheckedContinuation { continuation in
+            queue.async { continuation.resume(returning: handle.query(sql, parameters, decode: decode)) }
+        }
+        return try record(result)
+    }
+
+    /// Runs `COPY … FROM STDIN` (`sql`) and streams what `produce` writes: it is called on the
+    /// connection's queue with an empty buffer to fill, again and again, until it returns false.
+    /// Returns the number of rows copied.
+    @discardableResult
+    public func copyIn(_ sql: String, produce: @escaping @Sendable (inout [UInt8]) -> Bool) async throws(PostgresError) -> Int {
+        let handle = self.handle
+        let result: Result<Int, PostgresError> = await withCheckedContinuation { continuation in
+            queue.async { continuation.resume(returning: handle.copyIn(sql, produce: produce)) }
+        }
+        return try record(result)
     }
 
     /// Closes the connection (also done when the last reference goes).
@@ -72,6 +118,52 @@ public struct PostgresRows: Sendable {
     public func value(_ row: Int, _ column: String) -> String? {
         guard row < rows.count, let index = columns.firstIndex(of: column) else { return nil }
         return rows[row][index]
+    }
+}
+
+/// One row of a result, read in place from libpq's buffer (text format). Valid only inside
+/// the `decode` closure it is handed to.
+public struct PostgresRow {
+    private let result: OpaquePointer
+    private let row: Int32
+
+    init(result: OpaquePointer, row: Int32) {
+        self.result = result
+        self.row = row
+    }
+
+    /// Whether column `column` is SQL NULL.
+    public func isNull(_ column: Int) -> Bool { PQgetisnull(result, row, Int32(column)) == 1 }
+
+    /// Column `column` as text, nil for NULL.
+    public func string(_ column: Int) -> String? {
+        isNull(column) ? nil : String(cString: PQgetvalue(result, row, Int32(column)))
+    }
+
+    /// A boolean column (`t`/`f`); NULL is false.
+    public func bool(_ column: Int) -> Bool {
+        guard !isNull(column), let value = PQgetvalue(result, row, Int32(column)) else { return false }
+        return value.pointee == CChar(UInt8(ascii: "t"))
+    }
+
+    /// An integer column, nil for NULL or not an integer.
+    public func int64(_ column: Int) -> Int64? {
+        guard !isNull(column), let value = PQgetvalue(result, row, Int32(column)) else { return nil }
+        var pointer = value
+        var negative = false
+        if pointer.pointee == CChar(UInt8(ascii: "-")) { negative = true; pointer += 1 }
+        var number: Int64 = 0
+        var digits = 0
+        while pointer.pointee >= CChar(UInt8(ascii: "0")) && pointer.pointee <= CChar(UInt8(ascii: "9")) {
+            let (times, overflow1) = number.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) = times.addingReportingOverflow(Int64(pointer.pointee) - 48)
+            if overflow1 || overflow2 { return nil }
+            number = sum
+            digits += 1
+            pointer += 1
+        }
+        guard digits > 0, pointer.pointee == 0 else { return nil }
+        return negative ? -number : number
     }
 }
 
@@ -125,7 +217,7 @@ final class PGConnectionHandle: @unchecked Sendable {
         return check(result, connection)
     }
 
-    private func check(_ result: OpaquePointer?, _ connection: OpaquePointer) -> Result<PostgresRows, PostgresError> {
+    private func check(_ result: OpaquePointer?, _ connection: OpaquePointer, collectRows: Bool = true) -> Result<PostgresRows, PostgresError> {
         guard let result else {
             let reason = String(cString: PQerrorMessage(connection)).trimmingTrailingNewlines
             return .failure(PostgresError(.connectionLost, reason))
@@ -141,6 +233,8 @@ final class PGConnectionHandle: @unchecked Sendable {
             }
             return .failure(PostgresError(.queryFailed, reason, sqlState: state))
         }
+        let affected = Int(String(cString: PQcmdTuples(result))) ?? 0
+        guard collectRows else { return .success(PostgresRows(columns: [], rows: [], affected: affected)) }
         let columnCount = Int(PQnfields(result))
         let rowCount = Int(PQntuples(result))
         let columns = (0..<columnCount).map { String(cString: PQfname(result, Int32($0))) }
@@ -151,8 +245,75 @@ final class PGConnectionHandle: @unchecked Sendable {
                 PQgetisnull(result, Int32(row), Int32(column)) == 1 ? nil : String(cString: PQgetvalue(result, Int32(row), Int32(column)))
             })
         }
-        let affected = Int(String(cString: PQcmdTuples(result))) ?? 0
         return .success(PostgresRows(columns: columns, rows: rows, affected: affected))
+    }
+
+    var isIdle: Bool {
+        guard let connection else { return false }
+        return PQstatus(connection) == CONNECTION_OK && PQtransactionStatus(connection) == PQTRANS_IDLE
+    }
+
+    func query<T>(_ sql: String, _ parameters: [String?], decode: (PostgresRow) -> T?) -> Result<[T], PostgresError> {
+        guard let connection else { return .failure(PostgresError(.connectionLost, "connection is closed")) }
+        var storage: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.flatMap { strdup($0) } }
+        defer { storage.forEach { free($0) } }
+        let result = storage.withUnsafeMutableBufferPointer { buffer in
+            buffer.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
+                PQexecParams(connection, sql, Int32(parameters.count), nil, values.baseAddress, nil, nil, 0)
+            }
+        }
+        defer { PQclear(result) }
+        if case .failure(let error) = check(result, connection, collectRows: false) { return .failure(error) }
+        guard let result else { return .success([]) }
+        let rowCount = Int(PQntuples(result))
+        var values: [T] = []
+        values.reserveCapacity(rowCount)
+        for row in 0..<rowCount {
+            if let value = decode(PostgresRow(result: result, row: Int32(row))) { values.append(value) }
+        }
+        return .success(values)
+    }
+
+    func copyIn(_ sql: String, produce: (inout [UInt8]) -> Bool) -> Result<Int, PostgresError> {
+        guard let connection else { return .failure(PostgresError(.connectionLost, "connection is closed")) }
+        let start = PQexec(connection, sql)
+        let status = PQresultStatus(start)
+        if status != PGRES_COPY_IN {
+            defer { PQclear(start) }
+            if case .failure(let error) = check(start, connection, collectRows: false) { return .failure(error) }
+            return .failure(PostgresError(.unexpectedResult, "not a COPY FROM STDIN statement"))
+        }
+        PQclear(start)
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(1 << 20)
+        var failure: String?
+        while true {
+            buffer.removeAll(keepingCapacity: true)
+            let more = produce(&buffer)
+            if !buffer.isEmpty {
+                let sent = buffer.withUnsafeBufferPointer { bytes in
+                    bytes.withMemoryRebound(to: CChar.self) { PQputCopyData(connection, $0.baseAddress, Int32($0.count)) }
+                }
+                if sent != 1 {
+                    failure = String(cString: PQerrorMessage(connection)).trimmingTrailingNewlines
+                    break
+                }
+            }
+            if !more { break }
+        }
+        if PQputCopyEnd(connection, nil) != 1, failure == nil {
+            failure = String(cString: PQerrorMessage(connection)).trimmingTrailingNewlines
+        }
+        var outcome: Result<Int, PostgresError> = .failure(PostgresError(.connectionLost, failure ?? "COPY ended without a result"))
+        // Drain every result so the connection is ready for the next statement.
+        while let result = PQgetResult(connection) {
+            switch check(result, connection, collectRows: false) {
+            case .success(let rows): outcome = .success(rows.affected)
+            case .failure(let error): outcome = .failure(error)
+            }
+            PQclear(result)
+        }
+        return outcome
     }
 
     func close() {

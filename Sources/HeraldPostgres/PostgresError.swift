@@ -3,6 +3,20 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure.
     public enum Code: String, Sendable {
         case invalidURL, connectFailed, queryFailed, connectionLost, migrationChanged, unexpectedResult
+        /// A `HERALD_DATABASE_*` setting is missing or invalid.
+        case configuration
+        /// No pooled connection became free within the wait limit.
+        case poolTimeout
+        /// The pool was closed.
+        case poolClosed
+        /// The task was cancelled while waiting.
+        case cancelled
+        /// Stored credentials could not be decrypted (wrong `HERALD_CREDENTIALS_KEY` or a tampered row).
+        case credentials
+        /// Another worker took the shard over (its lease had expired).
+        case leaseLost
+        /// A row the operation needs does not exist.
+        case notFound
     }
 
     public let code: Code
@@ -12,7 +26,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     public let sqlState: String?
     /// Whether trying again may succeed (connection loss, serialization failure, deadlock).
     public var isRetryable: Bool {
-        if code == .connectFailed || code == .connectionLost { return true }
+        if code == .connectFailed || code == .connectionLost || code == .poolTimeout { return true }
         guard let sqlState else { return false }
         return sqlState == "40001" || sqlState == "40P01" || sqlState.hasPrefix("08") || sqlState == "57P01"
     }

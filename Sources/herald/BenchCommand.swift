@@ -3,6 +3,7 @@ enum BenchCommand {
     static let usage = """
     usage: herald bench http2 …      HTTP/2 client load against any TLS HTTP/2 server (compare with h2load)
            herald bench kafka …      produce and consume through HeraldKafka (compare with kcat)
+           herald bench audience …   stream an app's audience from PostgreSQL (compare with psql COPY)
     """
 
     static func run(_ arguments: [String]) async -> Int32 {
@@ -11,6 +12,8 @@ enum BenchCommand {
             return BenchHTTP2Command.run(Array(arguments.dropFirst()))
         case "kafka":
             return await BenchKafkaCommand.run(Array(arguments.dropFirst()))
+        case "audience":
+            return await BenchAudienceCommand.run(Array(arguments.dropFirst()))
         default:
             Console.error(usage)
             return 64

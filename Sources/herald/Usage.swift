@@ -12,6 +12,8 @@ enum Usage {
       validate-job [FILE|-]      validate a herald.job.v1 document (exit 0 valid, 65 invalid; reasons on stderr)
       validate [FILE|-]          validate any Herald message by its "schema" member
       migrate                    apply the database migrations (--database-url URL or HERALD_DATABASE_URL)
+      seed                       create an app from simulator credentials and N synthetic subscriptions (COPY)
+      bench audience             stream an app's audience in keyset pages; prints rows/s and peak RSS (--json)
       dev-broker                 run an embedded Kafka broker (librdkafka mock cluster) on 127.0.0.1
       sim                        run the APNs and FCM simulators (TLS HTTP/2 on 127.0.0.1); `sim token` prints an APNs token
       bench http2                HTTP/2 load through Herald's client, JSON out

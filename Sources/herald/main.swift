@@ -18,6 +18,8 @@ case "migrate":
     status = await MigrateCommand.run(Array(arguments.dropFirst()))
 case "sim":
     status = SimCommand.run(Array(arguments.dropFirst()))
+case "seed":
+    status = await SeedCommand.run(Array(arguments.dropFirst()))
 case "dev-broker":
     status = DevBrokerCommand.run(Array(arguments.dropFirst()))
 case "bench":

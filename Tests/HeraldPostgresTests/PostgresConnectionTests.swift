@@ -34,4 +34,38 @@ struct PostgresConnectionTests {
             return error.code == .connectFailed && error.isRetryable && error.message.contains("127.0.0.1:1")
         }
     }
+
+    @Test func copyInStreamsChunksAndABadRowFailsCleanly() async throws {
+        let database = try await TestDatabase.create()
+        let connection = try await PostgresConnection.connect(database.url)
+        try await connection.execute("CREATE TABLE c (n int, t text)")
+        let chunks = Chunks(["1\tone\n2\t", "two\n3\t\\N\n"])
+        #expect(try await connection.copyIn("COPY c FROM STDIN") { chunks.next(into: &$0) } == 3)
+        #expect(try await connection.query("SELECT count(*), count(t) FROM c").rows == [["3", "2"]])
+        let bad = Chunks(["4\tfour\nnot-a-number\tx\n"])
+        await #expect {
+            try await connection.copyIn("COPY c FROM STDIN") { bad.next(into: &$0) }
+        } throws: { error in
+            (error as? PostgresError)?.sqlState == "22P02"
+        }
+        // Nothing of the failed COPY is kept, the connection is still usable and reusable.
+        #expect(try await connection.query("SELECT count(*) FROM c").rows == [["3"]])
+        #expect(connection.isReusable)
+        await connection.close()
+        await database.drop()
+    }
+}
+
+/// Hands out text chunks one call at a time. `@unchecked Sendable`: called only from the
+/// connection's serial queue.
+private final class Chunks: @unchecked Sendable {
+    private var remaining: [String]
+
+    init(_ chunks: [String]) { remaining = chunks }
+
+    func next(into buffer: inout [UInt8]) -> Bool {
+        guard !remaining.isEmpty else { return false }
+        buffer += Array(remaining.removeFirst().utf8)
+        return !remaining.isEmpty
+    }
 }

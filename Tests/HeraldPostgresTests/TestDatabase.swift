@@ -27,3 +27,49 @@ struct TestDatabase {
         await admin.close()
     }
 }
+
+extension TestDatabase {
+    /// A fresh database with Herald's schema, a pool on it, and an app row `appID`.
+    static func migrated(poolSize: Int = 4, apps: [String] = ["app"]) async throws -> (TestDatabase, PostgresPool) {
+        let database = try await TestDatabase.create()
+        let connection = try await PostgresConnection.connect(database.url)
+        _ = try await Migrator().migrate(connection)
+        for app in apps {
+            try await connection.query("INSERT INTO apps (id, name) VALUES ($1, $1)", [app])
+        }
+        await connection.close()
+        let pool = PostgresPool(PostgresPoolConfiguration(url: database.url, size: poolSize))
+        return (database, pool)
+    }
+
+    /// Closes the pool and drops the database.
+    func tearDown(_ pool: PostgresPool) async {
+        await pool.close()
+        await drop()
+    }
+}
+
+/// A small deterministic generator (SplitMix64) so a failing random case can be replayed.
+struct TestRandom: RandomNumberGenerator {
+    var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func uuid() -> String {
+        let hex = Array("0123456789abcdef")
+        var text = ""
+        for index in 0..<32 {
+            if [8, 12, 16, 20].contains(index) { text.append("-") }
+            text.append(hex[Int(next() & 15)])
+        }
+        return text
+    }
+}

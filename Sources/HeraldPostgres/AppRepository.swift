@@ -1,0 +1,203 @@
+internal import HeraldCrypto
+import Foundation
+
+/// `HERALD_CREDENTIALS_KEY`: the AES-256-GCM key provider credentials are stored under.
+public struct CredentialsKey: Sendable {
+    let key: AESGCMKey
+
+    /// A key from base64 text of 32 bytes; an error names the variable.
+    public init(base64: String) throws(PostgresError) {
+        do {
+            key = try AESGCMKey(base64: base64)
+        } catch {
+            throw PostgresError(.configuration, "HERALD_CREDENTIALS_KEY: \(error.message)")
+        }
+    }
+
+    /// The key from `HERALD_CREDENTIALS_KEY`.
+    public static func fromEnvironment(_ environment: [String: String]? = nil) throws(PostgresError) -> CredentialsKey {
+        let environment = environment ?? ProcessInfo.processInfo.environment
+        guard let text = environment["HERALD_CREDENTIALS_KEY"], !text.isEmpty else {
+            throw PostgresError(.configuration, "HERALD_CREDENTIALS_KEY is not set (32 random bytes, base64: `openssl rand -base64 32`)")
+        }
+        return try CredentialsKey(base64: text)
+    }
+
+    func seal(_ text: String, binding: String) throws(PostgresError) -> String {
+        do {
+            return "\\x" + Hex.encode(try AESGCM.seal(Array(text.utf8), key: key, associatedData: Array(binding.utf8)))
+        } catch {
+            throw PostgresError(.credentials, "cannot encrypt \(binding): \(error.message)")
+        }
+    }
+
+    func open(_ bytea: String, binding: String) throws(PostgresError) -> String {
+        guard let sealed = Self.bytes(fromBytea: bytea) else {
+            throw PostgresError(.credentials, "\(binding) is not a bytea value")
+        }
+        do {
+            return String(decoding: try AESGCM.open(sealed, key: key, associatedData: Array(binding.utf8)), as: UTF8.self)
+        } catch {
+            throw PostgresError(.credentials, "cannot decrypt \(binding): wrong HERALD_CREDENTIALS_KEY, or the stored value was altered")
+        }
+    }
+
+    /// Bytes of a `bytea` in PostgreSQL's hex output format (`\x0a1b…`).
+    static func bytes(fromBytea text: String) -> [UInt8]? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count >= 2, utf8[0] == UInt8(ascii: "\\"), utf8[1] == UInt8(ascii: "x"), utf8.count % 2 == 0 else { return nil }
+        func nibble(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(utf8.count / 2 - 1)
+        var index = 2
+        while index < utf8.count {
+            guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
+            out.append(high << 4 | low)
+            index += 2
+        }
+        return out
+    }
+}
+
+/// APNs token-auth settings and the `.p8` key (PKCS#8 PEM).
+public struct APNsTokenCredentials: Sendable, Equatable {
+    public var keyID: String
+    public var teamID: String
+    public var bundleID: String
+    /// `production` or `sandbox`.
+    public var environment: String
+    public var privateKeyPEM: String
+
+    /// Token credentials.
+    public init(keyID: String, teamID: String, bundleID: String, environment: String, privateKeyPEM: String) {
+        self.keyID = keyID
+        self.teamID = teamID
+        self.bundleID = bundleID
+        self.environment = environment
+        self.privateKeyPEM = privateKeyPEM
+    }
+}
+
+/// FCM HTTP v1 settings: the project and its service-account JSON.
+public struct FCMCredentials: Sendable, Equatable {
+    public var projectID: String
+    public var serviceAccountJSON: String
+
+    /// FCM credentials.
+    public init(projectID: String, serviceAccountJSON: String) {
+        self.projectID = projectID
+        self.serviceAccountJSON = serviceAccountJSON
+    }
+}
+
+/// An app with its credentials decrypted.
+public struct AppSettings: Sendable, Equatable {
+    public var id: String
+    public var name: String
+    public var apns: APNsTokenCredentials?
+    public var fcm: FCMCredentials?
+    /// `sdk` or `plain`.
+    public var payloadProfile: String
+    public var defaultTimeZone: String
+    /// Why APNs / FCM sends are halted; nil = sending.
+    public var apnsHaltedReason: String?
+    public var fcmHaltedReason: String?
+}
+
+/// `apps`: tenants and their provider credentials, encrypted with AES-256-GCM at rest. Each
+/// ciphertext is bound to its app and column, so a value copied elsewhere does not decrypt.
+public struct AppRepository: Sendable {
+    private let pool: PostgresPool
+    private let key: CredentialsKey
+
+    /// A repository using `pool`, encrypting under `key`.
+    public init(pool: PostgresPool, key: CredentialsKey) {
+        self.pool = pool
+        self.key = key
+    }
+
+    static func binding(_ appID: String, _ column: String) -> String { "herald:apps:\(appID):\(column)" }
+
+    /// Creates the app or replaces its name and credentials (halts are left as they are).
+    public func upsert(id: String, name: String, apns: APNsTokenCredentials?, fcm: FCMCredentials?,
+                       payloadProfile: String = "sdk") async throws(PostgresError) {
+        let apnsSealed = try apns.map { credentials throws(PostgresError) in
+            try key.seal(credentials.privateKeyPEM, binding: Self.binding(id, "apns_credentials"))
+        }
+        let fcmSealed = try fcm.map { credentials throws(PostgresError) in
+            try key.seal(credentials.serviceAccountJSON, binding: Self.binding(id, "fcm_credentials"))
+        }
+        try await pool.query("""
+            INSERT INTO apps (id, name, apns_auth, apns_key_id, apns_team_id, apns_bundle_id, apns_environment, apns_credentials,
+                              fcm_project_id, fcm_credentials, payload_profile)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8::bytea, $9, $10::bytea, $11)
+            ON CONFLICT (id) DO UPDATE SET
+                name = EXCLUDED.name, apns_auth = EXCLUDED.apns_auth, apns_key_id = EXCLUDED.apns_key_id,
+                apns_team_id = EXCLUDED.apns_team_id, apns_bundle_id = EXCLUDED.apns_bundle_id,
+                apns_environment = EXCLUDED.apns_environment, apns_credentials = EXCLUDED.apns_credentials,
+                fcm_project_id = EXCLUDED.fcm_project_id, fcm_credentials = EXCLUDED.fcm_credentials,
+                payload_profile = EXCLUDED.payload_profile, updated_at = now()
+            """, [id, name, apns == nil ? nil : "token", apns?.keyID, apns?.teamID, apns?.bundleID, apns?.environment, apnsSealed,
+                  fcm?.projectID, fcmSealed, payloadProfile])
+    }
+
+    /// The app with decrypted credentials; nil when unknown. A wrong key or an altered
+    /// ciphertext is a `credentials` error that says so.
+    public func app(id: String) async throws(PostgresError) -> AppSettings? {
+        let rows = try await pool.query("""
+            SELECT id, name, apns_key_id, apns_team_id, apns_bundle_id, apns_environment, apns_credentials,
+                   fcm_project_id, fcm_credentials, payload_profile, default_time_zone, apns_halted_reason, fcm_halted_reason, apns_auth
+            FROM apps WHERE id = $1
+            """, [id])
+        guard let row = rows.rows.first, let appID = row[0], let name = row[1] else { return nil }
+        var apns: APNsTokenCredentials?
+        if row[13] == "token", let keyID = row[2], let teamID = row[3], let bundleID = row[4], let environment = row[5], let sealed = row[6] {
+            apns = APNsTokenCredentials(keyID: keyID, teamID: teamID, bundleID: bundleID, environment: environment,
+                                        privateKeyPEM: try key.open(sealed, binding: Self.binding(appID, "apns_credentials")))
+        }
+        var fcm: FCMCredentials?
+        if let project = row[7], let sealed = row[8] {
+            fcm = FCMCredentials(projectID: project, serviceAccountJSON: try key.open(sealed, binding: Self.binding(appID, "fcm_credentials")))
+        }
+        return AppSettings(id: appID, name: name, apns: apns, fcm: fcm, payloadProfile: row[9] ?? "sdk",
+                           defaultTimeZone: row[10] ?? "UTC", apnsHaltedReason: row[11], fcmHaltedReason: row[12])
+    }
+
+    /// Halts (reason non-nil) or resumes (nil) one provider's sends for an app, for every worker.
+    public func setHalt(appID: String, provider: String, reason: String?) async throws(PostgresError) {
+        let sql: String
+        switch provider {
+        case "apns": sql = "UPDATE apps SET apns_halted_reason = $2::text, apns_halted_at = CASE WHEN $2::text IS NULL THEN NULL ELSE now() END, updated_at = now() WHERE id = $1"
+        case "fcm": sql = "UPDATE apps SET fcm_halted_reason = $2::text, fcm_halted_at = CASE WHEN $2::text IS NULL THEN NULL ELSE now() END, updated_at = now() WHERE id = $1"
+        default: throw PostgresError(.unexpectedResult, "unknown provider \(provider) (apns or fcm)")
+        }
+        let updated = try await pool.query(sql, [appID, reason])
+        if updated.affected == 0 { throw PostgresError(.notFound, "no app \(appID)") }
+    }
+
+    /// Creates or replaces a notification channel.
+    public func upsertChannel(appID: String, id: String, name: String, importance: String = "default", sound: String? = nil) async throws(PostgresError) {
+        try await pool.query("""
+            INSERT INTO channels (app_id, id, name, importance, sound) VALUES ($1, $2, $3, $4, $5)
+            ON CONFLICT (app_id, id) DO UPDATE SET name = EXCLUDED.name, importance = EXCLUDED.importance, sound = EXCLUDED.sound
+            """, [appID, id, name, importance, sound])
+    }
+
+    /// The app's channels: id → (name, importance, sound).
+    public func channels(appID: String) async throws(PostgresError) -> [String: (name: String, importance: String, sound: String?)] {
+        let rows = try await pool.query("SELECT id, name, importance, sound FROM channels WHERE app_id = $1", [appID])
+        var channels: [String: (name: String, importance: String, sound: String?)] = [:]
+        for row in rows.rows {
+            guard let id = row[0], let name = row[1], let importance = row[2] else { continue }
+            channels[id] = (name, importance, row[3])
+        }
+        return channels
+    }
+}

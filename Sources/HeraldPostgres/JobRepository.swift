@@ -1,0 +1,239 @@
+public import HeraldCore
+
+/// Terminal and progress counts of a shard.
+public struct ShardCounts: Sendable, Equatable {
+    public var sent: Int64
+    public var accepted: Int64
+    public var unregistered: Int64
+    public var failed: Int64
+    public var dropped: Int64
+
+    /// Counts (zero by default).
+    public init(sent: Int64 = 0, accepted: Int64 = 0, unregistered: Int64 = 0, failed: Int64 = 0, dropped: Int64 = 0) {
+        self.sent = sent
+        self.accepted = accepted
+        self.unregistered = unregistered
+        self.failed = failed
+        self.dropped = dropped
+    }
+
+    var parameters: [String?] { [String(sent), String(accepted), String(unregistered), String(failed), String(dropped)] }
+}
+
+/// A shard held under a lease by one worker: the key to checkpoint, read retries and finish.
+public struct ShardLease: Sendable, Equatable {
+    public var jobID: String
+    public var shardNo: Int
+    /// The worker instance holding the lease.
+    public var holder: String
+    /// Where to resume: the last checkpointed id (nil = from the shard's start).
+    public var cursor: String?
+    /// Counts as of the last checkpoint.
+    public var counts: ShardCounts
+    /// How many times the shard has been claimed (> 1: resumed after a crash or rebalance).
+    public var claims: Int
+}
+
+/// What claiming a shard gave.
+public enum ShardClaim: Sendable, Equatable {
+    /// The caller holds the lease and may process the shard from `lease.cursor`.
+    case claimed(ShardLease)
+    /// Another worker holds an unexpired lease.
+    case heldElsewhere(holder: String, until: Timestamp?)
+    /// The shard is finished: never run again.
+    case finished
+    /// The shard was cancelled.
+    case cancelled
+}
+
+/// A subscription parked for a retry so the shard's cursor can move past it.
+public struct ParkedRetry: Sendable, Equatable {
+    public var subscriptionID: String
+    /// Attempts made so far.
+    public var attempts: Int
+    public var nextAttemptAt: Timestamp
+    public var lastReason: String?
+    /// Set by the database when first parked; ignored when parking.
+    public var firstAttemptAt: Timestamp?
+
+    /// A parked retry.
+    public init(subscriptionID: String, attempts: Int, nextAttemptAt: Timestamp, lastReason: String?, firstAttemptAt: Timestamp? = nil) {
+        self.subscriptionID = subscriptionID
+        self.attempts = attempts
+        self.nextAttemptAt = nextAttemptAt
+        self.lastReason = lastReason
+        self.firstAttemptAt = firstAttemptAt
+    }
+}
+
+/// `jobs`, `job_shards` and `shard_retries`: idempotent job intake, shard leases and checkpoints.
+public struct JobRepository: Sendable {
+    /// How long a claim lasts unless renewed by a checkpoint (DESIGN §4).
+    public static let defaultLease: Duration = .seconds(30)
+
+    private let pool: PostgresPool
+    private let lease: Duration
+
+    /// A repository using `pool`; `lease` is the shard lease length.
+    public init(pool: PostgresPool, lease: Duration = JobRepository.defaultLease) {
+        self.pool = pool
+        self.lease = lease
+    }
+
+    /// Stores a job unless its id is known. Returns true when this call stored it, false for a
+    /// replay (which must not fan out again). Not retried on a lost connection: a retry after a
+    /// commit whose answer was lost would report the job as a replay.
+    public func insert(id: String, appID: String, kind: String, body: String, createdAt: Timestamp,
+                       expiresAt: Timestamp? = nil, urgent: Bool = false) async throws(PostgresError) -> Bool {
+        let rows = try await pool.query("""
+            INSERT INTO jobs (id, app_id, kind, body, created_at, expires_at, urgent)
+            VALUES ($1, $2, $3, $4::jsonb, $5::timestamptz, $6::timestamptz, $7::boolean)
+            ON CONFLICT (id) DO NOTHING RETURNING 1
+            """, [id, appID, kind, body, SQLValue.timestamp(createdAt), expiresAt.map(SQLValue.timestamp), urgent ? "true" : "false"],
+            idempotent: false)
+        return !rows.rows.isEmpty
+    }
+
+    /// The stored job body (JSON text) and state, or nil.
+    public func job(id: String) async throws(PostgresError) -> (body: String, state: String, shardCount: Int?)? {
+        let rows = try await pool.query("SELECT body::text, state, shard_count FROM jobs WHERE id = $1", [id])
+        guard let row = rows.rows.first, let body = row[0], let state = row[1] else { return nil }
+        return (body, state, row[2].flatMap { Int($0) })
+    }
+
+    /// Records the plan: the job's shards (created idempotently) and its estimate.
+    public func plan(jobID: String, ranges: [SubscriptionRange], audienceEstimate: Int) async throws(PostgresError) {
+        try await pool.withTransaction(idempotent: true) { connection throws(PostgresError) in
+            try await connection.query("""
+                INSERT INTO job_shards (job_id, shard_no, shard_count, id_from, id_to)
+                SELECT $1, n - 1, $2::integer, f, t
+                FROM unnest($3::uuid[], $4::uuid[]) WITH ORDINALITY AS r(f, t, n)
+                ON CONFLICT (job_id, shard_no) DO NOTHING
+                """, [jobID, String(ranges.count), SQLValue.array(ranges.map { $0.from ?? Shard.minimumID }),
+                      SQLValue.array(ranges.map(\.to))])
+            try await connection.query("""
+                UPDATE jobs SET shard_count = $2::integer, audience_estimate = $3::bigint,
+                       state = CASE WHEN state = 'received' THEN 'planned' ELSE state END,
+                       planned_at = COALESCE(planned_at, now())
+                WHERE id = $1
+                """, [jobID, String(ranges.count), String(audienceEstimate)])
+        }
+    }
+
+    /// Claims shard `shardNo` for `holder` for one lease. Creates the row if planning did not.
+    /// Another worker's lease is taken over only once it has expired; a finished or cancelled
+    /// shard is never claimed again.
+    public func claim(jobID: String, shardNo: Int, shardCount: Int, range: SubscriptionRange,
+                      holder: String) async throws(PostgresError) -> ShardClaim {
+        let rows = try await pool.query("""
+            INSERT INTO job_shards AS s (job_id, shard_no, shard_count, id_from, id_to, state,
+                                         lease_holder, lease_expires_at, claims, started_at)
+            VALUES ($1, $2::integer, $3::integer, $4::uuid, $5::uuid, 'running',
+                    $6, now() + $7::bigint * interval '1 millisecond', 1, now())
+            ON CONFLICT (job_id, shard_no) DO UPDATE
+            SET state = 'running', lease_holder = EXCLUDED.lease_holder, lease_expires_at = EXCLUDED.lease_expires_at,
+                claims = s.claims + 1, started_at = COALESCE(s.started_at, now())
+            WHERE s.state IN ('pending', 'running') AND (s.lease_holder IS NULL OR s.lease_expires_at < now())
+            RETURNING cursor, sent, accepted, unregistered, failed, dropped, claims
+            """, [jobID, String(shardNo), String(shardCount), range.from ?? Shard.minimumID, range.to, holder,
+                  String(lease.milliseconds)],
+            // Safe to retry: a claim that committed but whose answer was lost is held by us,
+            // and the retry then reports it held (by us) rather than processing it twice.
+            idempotent: true)
+        if let row = rows.rows.first {
+            let number = { (index: Int) in row[index].flatMap { Int64($0) } ?? 0 }
+            return .claimed(ShardLease(jobID: jobID, shardNo: shardNo, holder: holder, cursor: row[0],
+                                       counts: ShardCounts(sent: number(1), accepted: number(2), unregistered: number(3),
+                                                           failed: number(4), dropped: number(5)),
+                                       claims: Int(number(6))))
+        }
+        let current = try await pool.query(
+            "SELECT state, lease_holder, lease_expires_at FROM job_shards WHERE job_id = $1 AND shard_no = $2::integer",
+            [jobID, String(shardNo)])
+        guard let row = current.rows.first else {
+            throw PostgresError(.unexpectedResult, "shard \(jobID)/\(shardNo) neither claimed nor found")
+        }
+        switch row[0] {
+        case "finished": return .finished
+        case "cancelled": return .cancelled
+        default: return .heldElsewhere(holder: row[1] ?? "", until: row[2].flatMap(SQLValue.timestamp))
+        }
+    }
+
+    /// Checkpoints progress in one transaction: the cursor and counts, the lease renewed, the
+    /// subscriptions to retry parked, and the retries that were resolved removed. Fails with
+    /// `leaseLost` (writing nothing) when another worker has taken the shard over.
+    public func checkpoint(_ lease: inout ShardLease, cursor: String?, counts: ShardCounts,
+                           park: [ParkedRetry] = [], resolved: [String] = []) async throws(PostgresError) {
+        let current = lease
+        let leaseMilliseconds = String(self.lease.milliseconds)
+        try await pool.withTransaction { connection throws(PostgresError) in
+            let updated = try await connection.query("""
+                UPDATE job_shards
+                SET cursor = COALESCE($4::uuid, cursor), sent = $5::bigint, accepted = $6::bigint,
+                    unregistered = $7::bigint, failed = $8::bigint, dropped = $9::bigint,
+                    lease_expires_at = now() + $10::bigint * interval '1 millisecond', checkpoint_at = now()
+                WHERE job_id = $1 AND shard_no = $2::integer AND lease_holder = $3 AND state = 'running'
+                """, [current.jobID, String(current.shardNo), current.holder, cursor] + counts.parameters + [leaseMilliseconds])
+            guard updated.affected == 1 else {
+                throw PostgresError(.leaseLost, "shard \(current.jobID)/\(current.shardNo) is no longer held by \(current.holder)")
+            }
+            if !park.isEmpty {
+                try await connection.query("""
+                    INSERT INTO shard_retries (job_id, shard_no, subscription_id, attempts, next_attempt_at, last_reason)
+                    SELECT $1, $2::integer, s, a, t, r
+                    FROM unnest($3::uuid[], $4::integer[], $5::timestamptz[], $6::text[]) AS p(s, a, t, r)
+                    ON CONFLICT (job_id, shard_no, subscription_id) DO UPDATE
+                    SET attempts = EXCLUDED.attempts, next_attempt_at = EXCLUDED.next_attempt_at, last_reason = EXCLUDED.last_reason
+                    """, [current.jobID, String(current.shardNo),
+                          SQLValue.array(park.map(\.subscriptionID)),
+                          SQLValue.array(park.map { String($0.attempts) }),
+                          SQLValue.array(park.map { SQLValue.timestamp($0.nextAttemptAt) }),
+                          SQLValue.array(park.map(\.lastReason))])
+            }
+            if !resolved.isEmpty {
+                try await connection.query(
+                    "DELETE FROM shard_retries WHERE job_id = $1 AND shard_no = $2::integer AND subscription_id = ANY($3::uuid[])",
+                    [current.jobID, String(current.shardNo), SQLValue.array(resolved)])
+            }
+        }
+        if let cursor { lease.cursor = cursor }
+        lease.counts = counts
+    }
+
+    /// Retries of the shard that are due, oldest first (only for the lease holder).
+    public func dueRetries(_ lease: ShardLease, limit: Int = 1000) async throws(PostgresError) -> [ParkedRetry] {
+        let rows = try await pool.query("""
+            SELECT r.subscription_id, r.attempts, r.next_attempt_at, r.last_reason, r.first_attempt_at
+            FROM shard_retries r JOIN job_shards s USING (job_id, shard_no)
+            WHERE r.job_id = $1 AND r.shard_no = $2::integer AND s.lease_holder = $3 AND r.next_attempt_at <= now()
+            ORDER BY r.next_attempt_at LIMIT $4::bigint
+            """, [lease.jobID, String(lease.shardNo), lease.holder, String(limit)])
+        return rows.rows.compactMap { row in
+            guard let id = row[0], let attempts = row[1].flatMap({ Int($0) }), let next = row[2].flatMap(SQLValue.timestamp) else { return nil }
+            return ParkedRetry(subscriptionID: id, attempts: attempts, nextAttemptAt: next, lastReason: row[3],
+                               firstAttemptAt: row[4].flatMap(SQLValue.timestamp))
+        }
+    }
+
+    /// Parked retries of a shard (any state), for inspection.
+    public func parkedCount(jobID: String, shardNo: Int) async throws(PostgresError) -> Int {
+        let rows = try await pool.query("SELECT count(*) FROM shard_retries WHERE job_id = $1 AND shard_no = $2::integer",
+                                        [jobID, String(shardNo)])
+        return rows.rows.first?.first.flatMap { $0 }.flatMap { Int($0) } ?? 0
+    }
+
+    /// Marks the shard finished with its final counts and releases the lease; `leaseLost` if
+    /// another worker holds it. A finished shard is never claimed again.
+    public func finish(_ lease: ShardLease, counts: ShardCounts) async throws(PostgresError) {
+        let updated = try await pool.query("""
+            UPDATE job_shards
+            SET state = 'finished', finished_at = now(), lease_holder = NULL, lease_expires_at = NULL,
+                sent = $4::bigint, accepted = $5::bigint, unregistered = $6::bigint, failed = $7::bigint, dropped = $8::bigint
+            WHERE job_id = $1 AND shard_no = $2::integer AND lease_holder = $3 AND state = 'running'
+            """, [lease.jobID, String(lease.shardNo), lease.holder] + counts.parameters, idempotent: false)
+        guard updated.affected == 1 else {
+            throw PostgresError(.leaseLost, "shard \(lease.jobID)/\(lease.shardNo) is no longer held by \(lease.holder)")
+        }
+    }
+}

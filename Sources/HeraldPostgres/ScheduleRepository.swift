@@ -1,0 +1,64 @@
+public import HeraldCore
+
+/// One row of `scheduled_jobs`: a job message to produce at `dueAt`.
+public struct ScheduledRelease: Sendable, Equatable {
+    public var id: Int64
+    public var jobID: String
+    public var appID: String
+    public var dueAt: Timestamp
+    /// `campaign` or `urgent`.
+    public var lane: String
+    /// The job message to produce (JSON text).
+    public var body: String
+    /// `send-after`, `local-time`, `quiet-hours`, `best-hour` or `retry`.
+    public var reason: String
+}
+
+/// `scheduled_jobs`: releases stored idempotently and claimed with `FOR UPDATE SKIP LOCKED`.
+public struct ScheduleRepository: Sendable {
+    private let pool: PostgresPool
+
+    /// A repository using `pool`.
+    public init(pool: PostgresPool) {
+        self.pool = pool
+    }
+
+    /// Stores a release unless the same (job, reason, due second) is stored; true when stored.
+    /// `dueAt` is rounded down to whole seconds.
+    @discardableResult
+    public func schedule(jobID: String, appID: String, dueAt: Timestamp, lane: String, body: String,
+                         reason: String) async throws(PostgresError) -> Bool {
+        let rows = try await pool.query("""
+            INSERT INTO scheduled_jobs (job_id, app_id, due_at, lane, body, reason)
+            VALUES ($1, $2, $3::timestamptz, $4, $5::jsonb, $6)
+            ON CONFLICT ON CONSTRAINT scheduled_jobs_release_key DO NOTHING RETURNING id
+            """, [jobID, appID, SQLValue.timestamp(Timestamp(seconds: dueAt.seconds)), lane, body, reason])
+        return !rows.rows.isEmpty
+    }
+
+    /// Claims up to `limit` due releases (`due_at <= now()`, oldest first), skipping rows
+    /// another scheduler holds, and hands them to `produce` inside the transaction that locks
+    /// them. The ids `produce` returns (those the broker acknowledged) are deleted when the
+    /// transaction commits; the others stay for the next round. Returns how many were deleted.
+    @discardableResult
+    public func releaseDue(limit: Int = 100,
+                           _ produce: ([ScheduledRelease]) async -> [Int64]) async throws(PostgresError) -> Int {
+        try await pool.withTransaction { connection throws(PostgresError) -> Int in
+            let rows = try await connection.query("""
+                SELECT id, job_id, app_id, due_at, lane, body::text, reason FROM scheduled_jobs
+                WHERE due_at <= now() ORDER BY due_at LIMIT $1::bigint FOR UPDATE SKIP LOCKED
+                """, [String(limit)])
+            let releases = rows.rows.compactMap { row -> ScheduledRelease? in
+                guard let id = row[0].flatMap({ Int64($0) }), let job = row[1], let app = row[2],
+                      let due = row[3].flatMap(SQLValue.timestamp), let lane = row[4], let body = row[5], let reason = row[6] else { return nil }
+                return ScheduledRelease(id: id, jobID: job, appID: app, dueAt: due, lane: lane, body: body, reason: reason)
+            }
+            if releases.isEmpty { return 0 }
+            let done = await produce(releases)
+            if done.isEmpty { return 0 }
+            let deleted = try await connection.query("DELETE FROM scheduled_jobs WHERE id = ANY($1::bigint[])",
+                                                     [SQLValue.array(done.map(String.init))])
+            return deleted.affected
+        }
+    }
+}

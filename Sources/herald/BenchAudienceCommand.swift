@@ -1,0 +1,123 @@
+import Foundation
+import HeraldCore
+import HeraldPostgres
+
+/// `herald bench audience`: streams an app's audience in keyset pages, as a shard runner does,
+/// and prints rows, rows per second and the process's peak RSS.
+enum BenchAudienceCommand {
+    static func run(_ arguments: [String]) async -> Int32 {
+        var url = ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"]
+        var app: String?
+        var filterText: String?
+        var pageSize = 5000
+        var streams = 1
+        var json = false
+        var remaining = arguments[...]
+        while let argument = remaining.popFirst() {
+            if argument == "--json" {
+                json = true
+                continue
+            }
+            guard let value = remaining.popFirst() else {
+                Console.error("herald bench audience: \(argument) needs a value\n\(BenchCommand.usage)")
+                return 64
+            }
+            switch argument {
+            case "--database-url": url = value
+            case "--app": app = value
+            case "--filter": filterText = value
+            case "--streams":
+                guard let number = Int(value), (1...64).contains(number) else {
+                    Console.error("herald bench audience: --streams must be 1 to 64")
+                    return 64
+                }
+                streams = number
+            case "--page-size":
+                guard let number = Int(value), (1...100_000).contains(number) else {
+                    Console.error("herald bench audience: --page-size must be 1 to 100000")
+                    return 64
+                }
+                pageSize = number
+            default:
+                Console.error("herald bench audience: unknown option \(argument)\n\(BenchCommand.usage)")
+                return 64
+            }
+        }
+        guard let app, let url, !url.isEmpty else {
+            Console.error("herald bench audience: --app and --database-url (or HERALD_DATABASE_URL) are required\n\(BenchCommand.usage)")
+            return 64
+        }
+        var audience = Audience.all
+        if let filterText {
+            do {
+                audience = .filter(try AudienceFilter(json: try JSONValue.parse(filterText), at: JSONPath.root.appending("filter")))
+            } catch {
+                Console.error("herald bench audience: invalid --filter: \(error)")
+                return 65
+            }
+        }
+        let pool = PostgresPool(PostgresPoolConfiguration(url: url, size: streams + 1, statementTimeout: .zero, applicationName: "herald-bench"))
+        let resolver = AudienceResolver(pool: pool)
+        let query = AudienceQuery(appID: app, audience: audience)
+        let clock = ContinuousClock()
+        var rows = 0
+        var planSeconds = 0.0
+        let started = clock.now
+        do {
+            // Several streams read contiguous id ranges at once, as a worker runs several
+            // shards; the ranges come from the shard plan (an index-only walk), timed apart.
+            var ranges = [SubscriptionRange.everything]
+            if streams > 1 {
+                let estimate = try await resolver.estimate(query)
+                let plan = try await resolver.shardPlan(query, devicesPerShard: max(1, (estimate + streams - 1) / streams))
+                ranges = plan.ranges.isEmpty ? ranges : plan.ranges
+                planSeconds = seconds(clock.now - started)
+            }
+            let size = pageSize
+            rows = try await withThrowingTaskGroup(of: Int.self) { group in
+                for range in ranges {
+                    group.addTask {
+                        var count = 0
+                        var tokenBytes = 0
+                        for try await page in resolver.pages(query, in: range, pageSize: size) {
+                            count += page.count
+                            // Touch what a sender reads, so the work is not optimised away.
+                            for member in page { tokenBytes &+= member.token.utf8.count }
+                        }
+                        return tokenBytes >= 0 ? count : 0
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+        } catch {
+            Console.error("herald bench audience: \(error)")
+            await pool.close()
+            return 69
+        }
+        let total = seconds(clock.now - started)
+        await pool.close()
+        let streaming = total - planSeconds
+        let rate = streaming > 0 ? Double(rows) / streaming : 0
+        let peak = peakRSSMegabytes()
+        if json {
+            print(#"{"rows":\#(rows),"rows_per_second":\#(Int(rate)),"peak_rss_mb":\#(String(format: "%.1f", peak)),"seconds":\#(String(format: "%.3f", streaming)),"plan_seconds":\#(String(format: "%.3f", planSeconds)),"streams":\#(streams),"page_size":\#(pageSize)}"#)
+        } else {
+            print("streamed \(rows) subscriptions in \(String(format: "%.2f", streaming)) s over \(streams) stream(s) (plan \(String(format: "%.2f", planSeconds)) s): \(Int(rate)) rows/s, peak RSS \(String(format: "%.1f", peak)) MB")
+        }
+        return 0
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    /// Peak resident set size (VmHWM in /proc/self/status), MB.
+    static func peakRSSMegabytes() -> Double {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+        for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+            let digits = line.filter(\.isNumber)
+            return (Double(digits) ?? 0) / 1024
+        }
+        return 0
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import HeraldCore
+import HeraldPostgres
+
+/// `herald seed --app APP --devices N --credentials-from DIR [...]`: creates (or updates) an app
+/// whose credentials come from a simulator state directory, and writes N synthetic
+/// subscriptions for it (replacing the app's existing ones), deterministically per `--seed`.
+enum SeedCommand {
+    static let usage = """
+        usage: herald seed [--database-url URL] --app APP --devices N --credentials-from DIR
+                           [--ios-share 0.5] [--sdk-share 0.8] [--opted-out-share 0.02] [--seed 1] [--name NAME]
+          DIR holds apns-key.p8 and apns.json {"key_id","team_id","bundle_id"[,"environment"]} and/or
+          fcm-service-account.json, as `herald sim` writes them. Credentials are stored encrypted
+          under HERALD_CREDENTIALS_KEY (32 random bytes, base64).
+        """
+
+    static func run(_ arguments: [String]) async -> Int32 {
+        var url = ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"]
+        var app: String?
+        var name: String?
+        var devices: Int?
+        var directory: String?
+        var shares: [String: Double] = [:]
+        var seed: UInt64 = 1
+        var remaining = arguments[...]
+        while let argument = remaining.popFirst() {
+            guard let value = remaining.popFirst() else {
+                Console.error("herald seed: \(argument) needs a value\n\(usage)")
+                return 64
+            }
+            switch argument {
+            case "--database-url": url = value
+            case "--app": app = value
+            case "--name": name = value
+            case "--devices":
+                guard let number = Int(value), number >= 0, number <= 100_000_000 else {
+                    Console.error("herald seed: --devices must be a whole number from 0 to 100000000")
+                    return 64
+                }
+                devices = number
+            case "--credentials-from": directory = value
+            case "--ios-share", "--sdk-share", "--opted-out-share":
+                guard let share = Double(value), (0...1).contains(share) else {
+                    Console.error("herald seed: \(argument) must be a number from 0 to 1")
+                    return 64
+                }
+                shares[argument] = share
+            case "--seed":
+                guard let number = UInt64(value) else {
+                    Console.error("herald seed: --seed must be a non-negative whole number")
+                    return 64
+                }
+                seed = number
+            default:
+                Console.error("herald seed: unknown option \(argument)\n\(usage)")
+                return 64
+            }
+        }
+        guard let app, let devices, let directory else {
+            Console.error("herald seed: --app, --devices and --credentials-from are required\n\(usage)")
+            return 64
+        }
+        guard let url, !url.isEmpty else {
+            Console.error("herald seed: no database: set HERALD_DATABASE_URL or pass --database-url")
+            return 78
+        }
+        let key: CredentialsKey
+        do { key = try CredentialsKey.fromEnvironment() } catch {
+            Console.error("herald seed: \(error.message)")
+            return 78
+        }
+        let credentials: (apns: APNsTokenCredentials?, fcm: FCMCredentials?)
+        do {
+            credentials = try readCredentials(URL(fileURLWithPath: directory))
+        } catch {
+            Console.error("herald seed: \(error)")
+            return 66
+        }
+        var options = SeedOptions(appID: app, devices: devices)
+        options.iosShare = shares["--ios-share"] ?? options.iosShare
+        options.sdkShare = shares["--sdk-share"] ?? options.sdkShare
+        options.optedOutShare = shares["--opted-out-share"] ?? options.optedOutShare
+        options.seed = seed
+
+        // Bulk load: no statement timeout.
+        let pool = PostgresPool(PostgresPoolConfiguration(url: url, size: 1, statementTimeout: .zero, applicationName: "herald-seed"))
+        defer { Task { await pool.close() } }
+        let clock = ContinuousClock()
+        let started = clock.now
+        do {
+            try await pool.withConnection { connection throws(PostgresError) in
+                _ = try await Migrator().migrate(connection)
+            }
+            try await AppRepository(pool: pool, key: key).upsert(id: app, name: name ?? app, apns: credentials.apns, fcm: credentials.fcm)
+            let rows = try await SubscriptionSeeder(pool: pool).seed(options)
+            let elapsed = clock.now - started
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            print("seeded app \(app) (apns: \(credentials.apns == nil ? "no" : "yes"), fcm: \(credentials.fcm == nil ? "no" : "yes")) with \(rows) subscriptions in \(String(format: "%.1f", seconds)) s")
+            return 0
+        } catch {
+            Console.error("herald seed: \(error)")
+            switch error.code {
+            case .invalidURL, .configuration: return 78
+            case .connectFailed, .connectionLost, .poolTimeout: return 69
+            default: return 65
+            }
+        }
+    }
+
+    struct CredentialsError: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    static func readCredentials(_ directory: URL) throws -> (apns: APNsTokenCredentials?, fcm: FCMCredentials?) {
+        let fileManager = FileManager.default
+        let keyFile = directory.appendingPathComponent("apns-key.p8")
+        let settingsFile = directory.appendingPathComponent("apns.json")
+        let fcmFile = directory.appendingPathComponent("fcm-service-account.json")
+        var apns: APNsTokenCredentials?
+        if fileManager.fileExists(atPath: keyFile.path) || fileManager.fileExists(atPath: settingsFile.path) {
+            let pem = try String(contentsOf: keyFile, encoding: .utf8)
+            guard pem.contains("-----BEGIN PRIVATE KEY-----") else {
+                throw CredentialsError(description: "\(keyFile.path) is not a PKCS#8 PEM key (BEGIN PRIVATE KEY)")
+            }
+            let settings = try JSONValue.parse(Array(try Data(contentsOf: settingsFile)))
+            guard let keyID = settings["key_id"]?.stringValue, let teamID = settings["team_id"]?.stringValue,
+                  let bundleID = settings["bundle_id"]?.stringValue else {
+                throw CredentialsError(description: "\(settingsFile.path) needs string members key_id, team_id and bundle_id")
+            }
+            apns = APNsTokenCredentials(keyID: keyID, teamID: teamID, bundleID: bundleID,
+                                        environment: settings["environment"]?.stringValue ?? "production", privateKeyPEM: pem)
+        }
+        var fcm: FCMCredentials?
+        if fileManager.fileExists(atPath: fcmFile.path) {
+            let text = try String(contentsOf: fcmFile, encoding: .utf8)
+            let account = try JSONValue.parse(text)
+            guard let project = account["project_id"]?.stringValue, account["private_key"]?.stringValue != nil,
+                  account["client_email"]?.stringValue != nil else {
+                throw CredentialsError(description: "\(fcmFile.path) needs project_id, private_key and client_email")
+            }
+            fcm = FCMCredentials(projectID: project, serviceAccountJSON: text)
+        }
+        guard apns != nil || fcm != nil else {
+            throw CredentialsError(description: "\(directory.path) holds neither apns-key.p8 + apns.json nor fcm-service-account.json")
+        }
+        return (apns, fcm)
+    }
+}

@@ -1,0 +1,136 @@
+@testable import HeraldPostgres
+import HeraldTestSupport
+import Testing
+
+@Suite struct PoolStateMachineTests {
+    @Test func opensUpToCapacityThenQueuesInOrder() {
+        var machine = PoolStateMachine<String, Int>(capacity: 2)
+        guard case .open = machine.acquire(1), case .open = machine.acquire(2) else { Issue.record("expected two opens"); return }
+        guard case .wait = machine.acquire(3), case .wait = machine.acquire(4) else { Issue.record("expected waits"); return }
+        #expect(machine.open == 2)
+        guard case .handOver("a", to: 3) = machine.release("a", reusable: true) else { Issue.record("first waiter first"); return }
+        let abandoned = machine.abandon(4)
+        let again = machine.abandon(4)
+        #expect(abandoned && !again)
+        guard case .keep = machine.release("b", reusable: true) else { Issue.record("kept idle"); return }
+        guard case .use("b") = machine.acquire(5) else { Issue.record("idle reused"); return }
+    }
+
+    @Test func brokenConnectionIsReplacedForAWaiter() {
+        var machine = PoolStateMachine<String, Int>(capacity: 1)
+        _ = machine.acquire(1)
+        _ = machine.acquire(2)
+        guard case .closeAndOpen("a", for: 2) = machine.release("a", reusable: false) else { Issue.record("replacement expected"); return }
+        #expect(machine.open == 1)
+        guard case .close("b") = machine.release("b", reusable: false) else { Issue.record("close expected"); return }
+        #expect(machine.open == 0)
+        let closed = machine.close()
+        #expect(closed.idle.isEmpty)
+        guard case .fail(let error) = machine.acquire(3) else { Issue.record("closed pool refuses"); return }
+        #expect(error.code == .poolClosed)
+    }
+
+    @Test func failedOpenFreesTheSlotForTheNextWaiter() {
+        var machine = PoolStateMachine<String, Int>(capacity: 1)
+        _ = machine.acquire(1)
+        _ = machine.acquire(2)
+        let next = machine.openFailed()
+        #expect(next == 2)
+        #expect(machine.open == 1)
+        let none = machine.openFailed()
+        #expect(none == nil)
+        #expect(machine.open == 0)
+    }
+
+    @Test func configurationFromEnvironmentNamesTheBadVariable() throws {
+        let configuration = try PostgresPoolConfiguration.fromEnvironment(
+            ["HERALD_DATABASE_URL": "postgresql://h/db", "HERALD_DATABASE_POOL_SIZE": "3"])
+        #expect(configuration.size == 3)
+        #expect(configuration.statementTimeout == .seconds(30))
+        #expect {
+            try PostgresPoolConfiguration.fromEnvironment(["HERALD_DATABASE_URL": "x", "HERALD_DATABASE_POOL_SIZE": "0"])
+        } throws: { error in
+            (error as? PostgresError)?.message.contains("HERALD_DATABASE_POOL_SIZE") == true
+        }
+    }
+}
+
+@Suite(.enabled(if: TestEnvironment.shouldRun(needing: TestEnvironment.databaseVariable)), .timeLimit(.minutes(1)))
+struct PostgresPoolTests {
+    private var serverURL: String { get throws { try TestEnvironment.require(TestEnvironment.databaseVariable) } }
+
+    @Test func waitsForAFreeConnectionAndTimesOut() async throws {
+        let pool = PostgresPool(PostgresPoolConfiguration(url: try serverURL, size: 2, acquireTimeout: .milliseconds(300)))
+        let first = try await pool.acquire()
+        let second = try await pool.acquire()
+        #expect(pool.openConnections == 2)
+        let clock = ContinuousClock()
+        let started = clock.now
+        await #expect {
+            _ = try await pool.acquire()
+        } throws: { error in
+            (error as? PostgresError)?.code == .poolTimeout
+        }
+        #expect(clock.now - started >= .milliseconds(250))
+        // A waiter gets the connection released while it waits.
+        async let waiter = pool.acquire()
+        try await Task.sleep(for: .milliseconds(50))
+        pool.release(first)
+        let handed = try await waiter
+        #expect(handed === first)
+        #expect(pool.openConnections == 2)
+        pool.release(handed)
+        pool.release(second)
+        await pool.close()
+    }
+
+    @Test func lostConnectionIsReplacedAndOnlySafeWorkRetried() async throws {
+        let pool = PostgresPool(PostgresPoolConfiguration(url: try serverURL, size: 1))
+        let admin = try await PostgresConnection.connect(try serverURL)
+        let pid = try #require(try await pool.query("SELECT pg_backend_pid()").rows.first?.first ?? nil)
+        try await admin.query("SELECT pg_terminate_backend($1::integer)", [pid])
+        try await Task.sleep(for: .milliseconds(100))
+        // A read is retried on a new connection.
+        let newPID = try #require(try await pool.query("SELECT pg_backend_pid()").rows.first?.first ?? nil)
+        #expect(newPID != pid)
+        // A non-idempotent statement is not retried: the caller sees the loss.
+        try await admin.query("SELECT pg_terminate_backend($1::integer)", [newPID])
+        try await Task.sleep(for: .milliseconds(100))
+        await #expect {
+            try await pool.query("SELECT pg_backend_pid()", idempotent: false)
+        } throws: { error in
+            (error as? PostgresError)?.code == .connectionLost
+        }
+        // …and the broken connection was replaced.
+        let third = try #require(try await pool.query("SELECT pg_backend_pid()").rows.first?.first ?? nil)
+        #expect(third != newPID)
+        #expect(pool.openConnections == 1)
+        await admin.close()
+        await pool.close()
+    }
+
+    @Test func transactionsCommitOrRollBackAndStatementTimeoutApplies() async throws {
+        let database = try await TestDatabase.create()
+        let pool = PostgresPool(PostgresPoolConfiguration(url: database.url, size: 1, statementTimeout: .milliseconds(200)))
+        try await pool.query("CREATE TABLE t (v int)", idempotent: false)
+        try await pool.withTransaction { connection throws(PostgresError) in
+            try await connection.query("INSERT INTO t VALUES (1)")
+        }
+        await #expect(throws: PostgresError.self) {
+            try await pool.withTransaction { connection throws(PostgresError) in
+                try await connection.query("INSERT INTO t VALUES (2)")
+                try await connection.query("SELECT 1/0")
+            }
+        }
+        #expect(try await pool.query("SELECT array_agg(v)::text FROM t").rows == [["{1}"]])
+        await #expect {
+            try await pool.query("SELECT pg_sleep(2)")
+        } throws: { error in
+            (error as? PostgresError)?.sqlState == "57014"
+        }
+        // The same (only) connection is still usable afterwards.
+        #expect(try await pool.query("SELECT 7").rows == [["7"]])
+        await pool.close()
+        await database.drop()
+    }
+}
