@@ -11,13 +11,14 @@ final class PendingRequest {
     var retries = 0
     // The response as it arrives.
     var status = 0
-    var headers: [HeaderField] = []
+    var rawHeaders: [UInt8] = []
     var body: [UInt8] = []
     var bodyOffset = 0
     var completed = false
 
     init(request: HTTP2Request, deadline: UInt64, completion: @escaping (Result<HTTP2Response, HTTP2Error>) -> Void) {
         self.request = request
+        rawHeaders.reserveCapacity(256)
         self.deadline = deadline
         self.completion = completion
     }
@@ -48,12 +49,14 @@ final class HTTP2ClientConnection: HTTP2Transport {
     private(set) var remoteMaxStreams = 1
     var streams: [Int32: PendingRequest] = [:]
     private var pingSentAt: UInt64?
-    private let constantHeaders: [HeaderField]
+    private let constantHeaders: EncodedHeaderBlock
+    /// Reused for every submit, so laying out a request's headers allocates nothing.
+    private var nvScratch: [nghttp2_nv] = []
 
     init(loop: EventLoop, fd: Int32, tls: TLSStream, authority: String, initialWindowSize: UInt32) {
         self.authority = authority
         self.initialWindowSize = initialWindowSize
-        self.constantHeaders = [HeaderField(":scheme", "https"), HeaderField(":authority", authority)]
+        self.constantHeaders = EncodedHeaderBlock([HeaderField(":scheme", "https"), HeaderField(":authority", authority)])
         super.init(loop: loop, fd: fd, tls: tls, connecting: true)
     }
 
@@ -62,21 +65,26 @@ final class HTTP2ClientConnection: HTTP2Transport {
 
     override func makeSession() throws(HTTP2Error) {
         let callbacks = try NGHTTP2Callbacks { callbacks in
-            nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
-                guard let connection = HTTP2Transport.from(user, as: HTTP2ClientConnection.self), let frame, let name, let value else { return 0 }
-                guard frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue), let request = connection.streams[frame.pointee.hd.stream_id] else { return 0 }
-                let headerName = String(decoding: UnsafeBufferPointer(start: name, count: nameLength), as: UTF8.self)
-                let headerValue = String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self)
-                if headerName == ":status" {
-                    request.status = Int(headerValue) ?? 0
+            nghttp2_session_callbacks_set_on_header_callback(callbacks) { session, frame, name, nameLength, value, valueLength, _, _ in
+                // The hot path: no dictionary lookup, no strings; the stream carries its request.
+                guard let frame, let name, let value, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
+                      let opaque = nghttp2_session_get_stream_user_data(session, frame.pointee.hd.stream_id) else { return 0 }
+                let request = Unmanaged<PendingRequest>.fromOpaque(opaque).takeUnretainedValue()
+                if nameLength == 7, name[0] == UInt8(ascii: ":"), name[1] == UInt8(ascii: "s") {
+                    var status = 0
+                    for offset in 0..<valueLength where value[offset] >= 0x30 && value[offset] <= 0x39 {
+                        status = status * 10 + Int(value[offset] - 0x30)
+                    }
+                    request.status = status
                 } else {
-                    request.headers.append(HeaderField(headerName, headerValue))
+                    HTTP2Response.append(UnsafeBufferPointer(start: name, count: nameLength), UnsafeBufferPointer(start: value, count: valueLength),
+                                         to: &request.rawHeaders)
                 }
                 return 0
             }
-            nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, user in
-                guard let connection = HTTP2Transport.from(user, as: HTTP2ClientConnection.self), let data,
-                      let request = connection.streams[streamID] else { return 0 }
+            nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { session, _, streamID, data, length, _ in
+                guard let data, let opaque = nghttp2_session_get_stream_user_data(session, streamID) else { return 0 }
+                let request = Unmanaged<PendingRequest>.fromOpaque(opaque).takeUnretainedValue()
                 // Provider answers are small; a body past 1 MiB means a broken peer.
                 if request.body.count + length > 1 << 20 { return Int32(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue) }
                 request.body.append(contentsOf: UnsafeBufferPointer(start: data, count: length))
@@ -97,6 +105,9 @@ final class HTTP2ClientConnection: HTTP2Transport {
                 // A HEADERS frame nghttp2 could not send (the session is going away): the server
                 // never saw the request, so it can go elsewhere.
                 if frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue), let request = connection.streams.removeValue(forKey: frame.pointee.hd.stream_id) {
+                    if let session = connection.session {
+                        _ = nghttp2_session_set_stream_user_data(session, frame.pointee.hd.stream_id, nil)
+                    }
                     connection.owner?.retry([request])
                 }
                 return 0
@@ -142,38 +153,56 @@ final class HTTP2ClientConnection: HTTP2Transport {
             owner?.retry([request])
             return
         }
-        var fields = [HeaderField(":method", request.request.method), HeaderField(":path", request.request.path, neverIndex: true)]
-        fields.append(contentsOf: constantHeaders)
-        fields.append(contentsOf: request.request.headers)
         let hasBody = !request.request.body.isEmpty
-        let streamID: Int32
-        do {
-            streamID = try withNVs(fields) { (nvs: UnsafeMutableBufferPointer<nghttp2_nv>) throws(HPACKError) -> Int32 in
-                if hasBody {
-                    var provider = nghttp2_data_provider()
-                    provider.read_callback = { _, streamID, buffer, length, flags, _, user in
-                        guard let connection = HTTP2Transport.from(user, as: HTTP2ClientConnection.self), let buffer, let flags,
-                              let request = connection.streams[streamID] else { return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue) }
-                        let remaining = request.request.body.count - request.bodyOffset
-                        let count = min(remaining, length)
-                        request.request.body.withUnsafeBytes { bytes in
-                            if let base = bytes.baseAddress {
-                                buffer.update(from: base.advanced(by: request.bodyOffset).assumingMemoryBound(to: UInt8.self), count: count)
-                            }
-                        }
-                        request.bodyOffset += count
-                        if request.bodyOffset == request.request.body.count {
-                            flags.pointee |= UInt32(NGHTTP2_DATA_FLAG_EOF.rawValue)
-                        }
-                        return count
+        // nghttp2 hands this back in every callback of the stream; `streams` keeps it alive
+        // until the stream closes, so the pointer is never dangling while nghttp2 holds it.
+        let streamData = Unmanaged.passUnretained(request).toOpaque()
+        let block = request.request.encoded
+        let constant = constantHeaders
+        nvScratch.removeAll(keepingCapacity: true)
+        let streamID: Int32 = block.storage.withUnsafeBufferPointer { blockBytes in
+            constant.storage.withUnsafeBufferPointer { constantBytes in
+                // nghttp2 copies names and values during submit, so these pointers need only
+                // live for this call.
+                func add(_ entries: ArraySlice<EncodedHeaderBlock.Entry>, _ base: UnsafePointer<UInt8>) {
+                    for entry in entries {
+                        let flags = entry.neverIndex ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+                        nvScratch.append(nghttp2_nv(name: UnsafeMutablePointer(mutating: base + entry.nameStart),
+                                                    value: UnsafeMutablePointer(mutating: base + entry.valueStart),
+                                                    namelen: entry.nameLength, valuelen: entry.valueLength, flags: flags))
                     }
-                    return nghttp2_submit_request(session, nil, nvs.baseAddress, nvs.count, &provider, nil)
                 }
-                return nghttp2_submit_request(session, nil, nvs.baseAddress, nvs.count, nil, nil)
+                guard let blockBase = blockBytes.baseAddress, let constantBase = constantBytes.baseAddress else { return -1 }
+                // Pseudo-headers first: :method, :path, then :scheme, :authority, then the rest.
+                add(block.entries.prefix(2), blockBase)
+                add(constant.entries[...], constantBase)
+                add(block.entries.dropFirst(2), blockBase)
+                return nvScratch.withUnsafeBufferPointer { nvs in
+                    if hasBody {
+                        var provider = nghttp2_data_provider()
+                        provider.read_callback = { session, streamID, buffer, length, flags, _, _ in
+                            guard let buffer, let flags, let opaque = nghttp2_session_get_stream_user_data(session, streamID) else {
+                                return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
+                            }
+                            let request = Unmanaged<PendingRequest>.fromOpaque(opaque).takeUnretainedValue()
+                            let remaining = request.request.body.count - request.bodyOffset
+                            let count = min(remaining, length)
+                            request.request.body.withUnsafeBytes { bytes in
+                                if let base = bytes.baseAddress {
+                                    buffer.update(from: base.advanced(by: request.bodyOffset).assumingMemoryBound(to: UInt8.self), count: count)
+                                }
+                            }
+                            request.bodyOffset += count
+                            if request.bodyOffset == request.request.body.count {
+                                flags.pointee |= UInt32(NGHTTP2_DATA_FLAG_EOF.rawValue)
+                            }
+                            return count
+                        }
+                        return nghttp2_submit_request(session, nil, nvs.baseAddress, nvs.count, &provider, streamData)
+                    }
+                    return nghttp2_submit_request(session, nil, nvs.baseAddress, nvs.count, nil, streamData)
+                }
             }
-        } catch {
-            request.finish(.failure(HTTP2Error(.protocolError, "\(error)")))
-            return
         }
         guard streamID > 0 else {
             // Out of stream ids, or the session is closing: another connection can take it.
@@ -188,11 +217,11 @@ final class HTTP2ClientConnection: HTTP2Transport {
     private func streamClosed(_ streamID: Int32, errorCode: UInt32) {
         guard let request = streams.removeValue(forKey: streamID) else { return }
         if errorCode == UInt32(NGHTTP2_NO_ERROR.rawValue) && request.status > 0 {
-            request.finish(.success(HTTP2Response(status: request.status, headers: request.headers, body: request.body)))
+            request.finish(.success(HTTP2Response(status: request.status, rawHeaders: request.rawHeaders, body: request.body)))
         } else if errorCode == UInt32(NGHTTP2_REFUSED_STREAM.rawValue) {
             // Never processed (RFC 9113 §8.7): safe to send again.
             request.status = 0
-            request.headers = []
+            request.rawHeaders = []
             request.body = []
             request.bodyOffset = 0
             owner?.retry([request])
@@ -215,6 +244,8 @@ final class HTTP2ClientConnection: HTTP2Transport {
         }
         for streamID in expired {
             guard let request = streams.removeValue(forKey: streamID) else { continue }
+            // Late frames of this stream must not reach a request that may be freed.
+            _ = nghttp2_session_set_stream_user_data(session, streamID, nil)
             _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, UInt32(NGHTTP2_CANCEL.rawValue))
             request.finish(.failure(HTTP2Error(.timeout, "no answer within the request's deadline")))
         }

@@ -1,4 +1,5 @@
 import Glibc
+internal import CLinux
 
 /// Non-blocking TCP sockets.
 enum Socket {
