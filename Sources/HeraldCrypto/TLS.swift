@@ -138,6 +138,20 @@ public final class TLSStream {
         return try progress(result, .tlsHandshake, "TLS handshake failed")
     }
 
+    /// The session to offer when reconnecting to the same server (TLS session resumption).
+    public var session: TLSSession? {
+        guard let session = SSL_get1_session(ssl) else { return nil }
+        return TLSSession(pointer: session)
+    }
+
+    /// Offers `session` for resumption; call before the handshake.
+    public func resume(_ session: TLSSession) {
+        _ = SSL_set_session(ssl, session.pointer)
+    }
+
+    /// Whether the handshake resumed an earlier session (no full key exchange).
+    public var resumed: Bool { SSL_session_reused(ssl) == 1 }
+
     /// The protocol ALPN selected (`h2`), or nil.
     public var negotiatedProtocol: String? {
         var data: UnsafePointer<UInt8>?
@@ -193,4 +207,14 @@ public final class TLSStream {
             throw CryptoError(code, "\(message): \(details)")
         }
     }
+}
+
+/// A TLS session kept to resume later connections to the same server.
+///
+/// `@unchecked Sendable`: an `SSL_SESSION` is reference-counted by OpenSSL and not changed after
+/// the handshake that made it; Herald only hands it to `SSL_set_session`.
+public final class TLSSession: @unchecked Sendable {
+    let pointer: OpaquePointer
+    init(pointer: OpaquePointer) { self.pointer = pointer }
+    deinit { SSL_SESSION_free(pointer) }
 }

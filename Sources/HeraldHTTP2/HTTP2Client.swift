@@ -47,6 +47,8 @@ public final class HTTP2Client: @unchecked Sendable, HTTP2ClientConnectionOwner 
         public var connectionsOpened = 0
         public var connectFailures = 0
         public var transparentRetries = 0
+        /// Connections whose TLS handshake resumed an earlier session.
+        public var resumedSessions = 0
         public var inFlight = 0
         public var waiting = 0
         /// The highest number of streams in flight on one connection seen so far.
@@ -68,6 +70,8 @@ public final class HTTP2Client: @unchecked Sendable, HTTP2ClientConnectionOwner 
     private var sweepTimer: UInt64?
     private var isShutdown = false
     private var resolvedAddress: [UInt8]?
+    /// The last TLS session, offered to the next connection (resumption).
+    private var tlsSession: TLSSession?
 
     /// Creates a pool; connections open on demand.
     public init(configuration: Configuration, tls: TLSContext, loop: EventLoop) {
@@ -226,6 +230,7 @@ public final class HTTP2Client: @unchecked Sendable, HTTP2ClientConnectionOwner 
             let stream: TLSStream
             do {
                 stream = try TLSStream(context: tls, fileDescriptor: fd, serverName: configuration.serverName ?? configuration.host)
+                if let tlsSession { stream.resume(tlsSession) }
             } catch {
                 close(fd)
                 throw HTTP2Error(.tlsHandshakeFailed, error.message)
@@ -301,6 +306,8 @@ public final class HTTP2Client: @unchecked Sendable, HTTP2ClientConnectionOwner 
 
     func connectionBecameReady(_ connection: HTTP2ClientConnection) {
         connecting -= 1
+        if connection.tls.resumed { statistics.resumedSessions += 1 }
+        tlsSession = connection.tls.session
         consecutiveConnectFailures = 0
         reconnectNotBefore = 0
         drainWaiting()

@@ -133,6 +133,8 @@ final class ServerCounters: @unchecked Sendable {
         let statistics = await client.statistics()
         #expect(statistics.connectionsOpened == 2)
         #expect(statistics.openConnections == 1)
+        // The new connection resumed the first one's TLS session.
+        #expect(statistics.resumedSessions == 1)
         client.shutdown()
     }
 
