@@ -119,7 +119,10 @@ public final class APNsClient: Sendable {
 
     private func send(_ request: HTTP2Request, on pool: HTTP2Client) async -> APNsOutcome {
         do {
-            return APNsOutcome.classify(try await pool.send(request))
+            let outcome = APNsOutcome.classify(try await pool.send(request))
+            // APNs echoes the request's apns-id; keep ours if an answer ever lacks it.
+            if outcome == .accepted(apnsID: "") { return .accepted(apnsID: request.headers.first { $0.name == "apns-id" }?.value ?? "") }
+            return outcome
         } catch {
             return APNsOutcome.classify(error)
         }

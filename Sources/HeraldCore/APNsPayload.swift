@@ -85,8 +85,8 @@ public enum APNsPayload {
                 if let category = content.category ?? derivedCategory(content.buttons) { aps["category"] = .string(category) }
                 if let level = content.interruptionLevel { aps["interruption-level"] = .string(level.rawValue) }
                 if let score = content.relevanceScore { aps["relevance-score"] = .double(score) }
+                if let thread = content.threadID { aps["thread-id"] = .string(thread) }
             }
-            if let thread = content.threadID { aps["thread-id"] = .string(thread) }
             var herald: [String: JSONValue] = ["id": .string(recipient.jobID), "sub": .string(recipient.subscriptionID)]
             if let url = content.url { herald["url"] = .string(url) }
             if let image = content.imageURL { herald["image_url"] = .string(image) }

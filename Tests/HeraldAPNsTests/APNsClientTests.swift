@@ -101,6 +101,18 @@ import Testing
         #expect(await fixture.client.send(try alert()) == .credentialFault(reason: "InvalidProviderToken"))
     }
 
+    /// Certificate auth: the client certificate goes on the TLS connection and no bearer token is
+    /// sent; the simulator only knows token auth, so it answers MissingProviderToken.
+    @Test func certificateAuthSendsNoBearerToken() async throws {
+        let fixture = try APNsSimulatorFixture()
+        let certificate = try CertificateAuthority.generate(commonName: "Herald test client")
+        let client = try fixture.client(authentication: .certificate(certificatePEM: certificate.serverCertificatePEM,
+                                                                      keyPEM: certificate.serverKeyPEM))
+        defer { client.shutdown() }
+        #expect(await client.send(try alert()) == .credentialFault(reason: "MissingProviderToken"))
+        #expect(fixture.tokens.tokensMinted == 0)
+    }
+
     @Test func oversizedPayloadIsPermanent() async throws {
         let fixture = try APNsSimulatorFixture()
         let body = #"{"aps":{"alert":"\#(String(repeating: "x", count: 4200))"}}"#

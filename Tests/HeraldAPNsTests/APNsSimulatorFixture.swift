@@ -23,13 +23,22 @@ final class APNsSimulatorFixture: @unchecked Sendable {
         let credentials = simulator.credentials
         tokens = try makeTokens?(credentials)
             ?? APNsProviderToken(key: credentials.apnsKey, keyID: credentials.apnsKeyID, teamID: credentials.teamID)
-        var apns = APNsConfiguration(bundleID: credentials.bundleID)
+        client = try APNsClient(configuration: APNsSimulatorFixture.configuration(simulator, directory), authentication: .token(tokens), loop: loop)
+    }
+
+    /// A second client on the same simulator, with other credentials.
+    func client(authentication: APNsAuthentication) throws -> APNsClient {
+        try APNsClient(configuration: APNsSimulatorFixture.configuration(simulator, directory), authentication: authentication, loop: loop)
+    }
+
+    private static func configuration(_ simulator: Simulator, _ directory: URL) -> APNsConfiguration {
+        var apns = APNsConfiguration(bundleID: simulator.credentials.bundleID)
         apns.hostOverride = "127.0.0.1"
         apns.port = simulator.apnsPort
         apns.caFile = directory.appendingPathComponent("ca.pem").path
         apns.maxConnections = 2
         apns.requestTimeoutNanoseconds = 10_000_000_000
-        client = try APNsClient(configuration: apns, authentication: .token(tokens), loop: loop)
+        return apns
     }
 
     var violations: Int { simulator.apnsStats.snapshot.violations }

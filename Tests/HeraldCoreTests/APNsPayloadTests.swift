@@ -50,7 +50,8 @@ import Testing
     }
 
     @Test func backgroundPushCarriesOnlyContentAvailable() throws {
-        let content = try content(["content_available": .bool(true), "data": .object(["sync": .bool(true)]), "badge": .int(2)])
+        let content = try content(["content_available": .bool(true), "data": .object(["sync": .bool(true)]), "badge": .int(2),
+                                   "thread_id": .string("t"), "sound": .string("default")])
         let rendered = try APNsPayload.notification(content, for: recipient())
         #expect(rendered.isBackground)
         let payload = try json(rendered)
