@@ -52,7 +52,9 @@ public enum APNsAuthentication: Sendable {
 /// Sends notifications to APNs for one app (one key or certificate, one bundle id) over the
 /// HTTP/2 client pool, one pool per environment, and classifies each answer.
 public final class APNsClient: Sendable {
+    /// Hosts, port and limits.
     public let configuration: APNsConfiguration
+    /// The key (token auth) or certificate.
     public let authentication: APNsAuthentication
     private let production: HTTP2Client
     private let sandbox: HTTP2Client

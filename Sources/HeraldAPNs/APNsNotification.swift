@@ -5,6 +5,7 @@ import HeraldCrypto
 public struct APNsNotification: Sendable, Equatable {
     /// The device (or live-activity) token, hex.
     public var deviceToken: String
+    /// `apns-push-type`, which also picks the topic suffix.
     public var pushType: APNsPushType
     /// The JSON body.
     public var payload: [UInt8]
@@ -34,10 +35,13 @@ public struct APNsNotification: Sendable, Equatable {
 
     /// A subscription to send a job to.
     public struct Target: Sendable, Equatable {
+        /// The subscription (for `herald.sub` and the `apns-id`).
         public var subscriptionID: String
         /// The APNs token (for VoIP jobs, the subscription's VoIP token).
         public var deviceToken: String
+        /// The subscription's sandbox flag (nil: the app's environment).
         public var sandbox: Bool?
+        /// The subscription's language, for `content.localized`.
         public var language: String?
 
         /// Creates a target.

@@ -29,7 +29,7 @@ public enum APNsOutcome: Sendable, Equatable {
     public static func classify(_ response: HTTP2Response) -> APNsOutcome {
         let json = try? JSONValue.parse(response.body, limits: .init(maxBytes: 64 * 1024))
         let reason = json?["reason"]?.stringValue ?? "HTTP \(response.status)"
-        let retryAfter = response.header("retry-after").flatMap { Int($0.trimmingCharacters(in: " ")) }
+        let retryAfter = response.header("retry-after").flatMap { Int($0.filter { $0 != " " }) }
         switch response.status {
         case 200:
             return .accepted(apnsID: response.header("apns-id") ?? "")
@@ -49,6 +49,11 @@ public enum APNsOutcome: Sendable, Equatable {
             if reason == "IdleTimeout" { return .retryable(reason: reason, retryAfterSeconds: retryAfter) }
             return .permanent(status: response.status, reason: reason)
         }
+    }
+
+    /// A payload Herald could not fit: permanent, receipt `failed` / `payload-too-large`.
+    public static func notRendered(_ failure: APNsPayload.Failure) -> APNsOutcome {
+        .permanent(status: 0, reason: failure.reason.rawValue)
     }
 
     /// A transport failure: retryable (the pipeline's attempt limit bounds it), except after shutdown.
@@ -72,14 +77,5 @@ public enum APNsOutcome: Sendable, Equatable {
         case .permanent(_, let reason): reason == "PayloadTooLarge" || reason == Receipt.Reason.payloadTooLarge.rawValue ? .payloadTooLarge : .badRequest
         case .credentialFault: .credentials
         }
-    }
-}
-
-extension String {
-    fileprivate func trimmingCharacters(in set: Character) -> Substring {
-        var text = Substring(self)
-        while text.first == set { text = text.dropFirst() }
-        while text.last == set { text = text.dropLast() }
-        return text
     }
 }

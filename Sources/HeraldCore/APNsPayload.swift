@@ -33,7 +33,9 @@ public enum APNsPayload {
 
     /// Who a payload is for.
     public struct Recipient: Sendable, Equatable {
+        /// The job id (`herald.id`).
         public var jobID: String
+        /// The subscription id (`herald.sub`).
         public var subscriptionID: String
         /// The subscription's language, for `content.localized`.
         public var language: String?

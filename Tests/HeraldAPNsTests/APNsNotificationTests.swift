@@ -75,5 +75,6 @@ import Testing
         }
         #expect(failure?.reason == .payloadTooLarge)
         #expect(failure?.limit == 4096)
+        #expect(failure.map { APNsOutcome.notRendered($0).receiptReason } == .payloadTooLarge)
     }
 }
