@@ -1,0 +1,138 @@
+public import HeraldCrypto
+public import HeraldHTTP2
+
+/// Where and how ``APNsClient`` connects.
+public struct APNsConfiguration: Sendable {
+    /// APNs environments.
+    public enum Environment: String, Sendable, CaseIterable {
+        case production, sandbox
+    }
+
+    /// Apple's production host.
+    public static let productionHost = "api.push.apple.com"
+    /// Apple's development host.
+    public static let sandboxHost = "api.sandbox.push.apple.com"
+    /// The alternative port Apple serves on, for firewalls that block other HTTPS.
+    public static let alternativePort = 2197
+
+    /// The app's bundle id (the `apns-topic` before its push-type suffix).
+    public var bundleID: String
+    /// The app's environment; a subscription's own sandbox flag wins over it.
+    public var environment: Environment = .production
+    /// 443, or ``alternativePort``.
+    public var port = 443
+    /// One host for both environments (the simulators); nil: Apple's hosts.
+    public var hostOverride: String?
+    /// CA bundle to trust (the simulator's); nil: the system's.
+    public var caFile: String?
+    /// Connections per environment.
+    public var maxConnections = 4
+    /// Deadline of one request.
+    public var requestTimeoutNanoseconds: UInt64 = 30_000_000_000
+
+    /// Creates a configuration for Apple's production service on port 443.
+    public init(bundleID: String) {
+        self.bundleID = bundleID
+    }
+
+    /// The host for `environment`.
+    public func host(for environment: Environment) -> String {
+        hostOverride ?? (environment == .production ? APNsConfiguration.productionHost : APNsConfiguration.sandboxHost)
+    }
+}
+
+/// How the app proves itself to APNs.
+public enum APNsAuthentication: Sendable {
+    /// Token auth: a bearer JWT per request, from the `.p8` key.
+    case token(APNsProviderToken)
+    /// Certificate auth: the PEM client certificate and key on the TLS connection.
+    case certificate(certificatePEM: String, keyPEM: String)
+}
+
+/// Sends notifications to APNs for one app (one key or certificate, one bundle id) over the
+/// HTTP/2 client pool, one pool per environment, and classifies each answer.
+public final class APNsClient: Sendable {
+    /// Hosts, port and limits.
+    public let configuration: APNsConfiguration
+    /// The key (token auth) or certificate.
+    public let authentication: APNsAuthentication
+    private let production: HTTP2Client
+    private let sandbox: HTTP2Client
+
+    /// Creates the client; connections open on first use.
+    public init(configuration: APNsConfiguration, authentication: APNsAuthentication, loop: EventLoop) throws(CryptoError) {
+        self.configuration = configuration
+        self.authentication = authentication
+        let tls: TLSContext
+        switch authentication {
+        case .token: tls = try TLSContext(client: configuration.caFile)
+        case .certificate(let certificate, let key):
+            tls = try TLSContext(client: configuration.caFile, clientCertificatePEM: certificate, clientKeyPEM: key)
+        }
+        func pool(_ environment: APNsConfiguration.Environment) -> HTTP2Client {
+            var http2 = HTTP2Client.Configuration(host: configuration.host(for: environment), port: configuration.port)
+            http2.maxConnections = configuration.maxConnections
+            return HTTP2Client(configuration: http2, tls: tls, loop: loop)
+        }
+        production = pool(.production)
+        sandbox = pool(.sandbox)
+    }
+
+    /// The environment a notification goes to: the subscription's flag, else the app's.
+    public func environment(for notification: APNsNotification) -> APNsConfiguration.Environment {
+        switch notification.sandbox {
+        case true?: .sandbox
+        case false?: .production
+        case nil: configuration.environment
+        }
+    }
+
+    /// The HTTP/2 request for `notification`, with `bearer` as the provider token (token auth).
+    public func request(for notification: APNsNotification, bearer: String?) -> HTTP2Request {
+        var headers: [HeaderField] = []
+        if let bearer { headers.append(HeaderField("authorization", "bearer \(bearer)")) }
+        headers.append(HeaderField("apns-id", notification.apnsID))
+        headers.append(HeaderField("apns-push-type", notification.pushType.rawValue))
+        headers.append(HeaderField("apns-topic", notification.pushType.topic(bundleID: configuration.bundleID)))
+        headers.append(HeaderField("apns-priority", String(notification.priority)))
+        if let expiration = notification.expiration { headers.append(HeaderField("apns-expiration", String(max(0, expiration)))) }
+        if let collapseID = notification.collapseID { headers.append(HeaderField("apns-collapse-id", collapseID)) }
+        headers.append(HeaderField("content-type", "application/json"))
+        return HTTP2Request(path: "/3/device/\(notification.deviceToken)", headers: headers, body: notification.payload,
+                            timeoutNanoseconds: configuration.requestTimeoutNanoseconds)
+    }
+
+    /// Sends one notification. On `ExpiredProviderToken` the shared token is refreshed and the
+    /// send retried once; a second `ExpiredProviderToken` (or none to refresh) is a credential fault.
+    public func send(_ notification: APNsNotification) async -> APNsOutcome {
+        let pool = environment(for: notification) == .sandbox ? sandbox : production
+        guard case .token(let source) = authentication else {
+            return await send(request(for: notification, bearer: nil), on: pool)
+        }
+        let bearer: String
+        do { bearer = try source.current() } catch { return .credentialFault(reason: "cannot sign the provider token: \(error)") }
+        let outcome = await send(request(for: notification, bearer: bearer), on: pool)
+        guard outcome == .credentialFault(reason: "ExpiredProviderToken") else { return outcome }
+        let fresh: String
+        do { fresh = try source.refresh(after: bearer) } catch { return .credentialFault(reason: "cannot sign the provider token: \(error)") }
+        guard fresh != bearer else { return outcome }
+        return await send(request(for: notification, bearer: fresh), on: pool)
+    }
+
+    private func send(_ request: HTTP2Request, on pool: HTTP2Client) async -> APNsOutcome {
+        do {
+            let outcome = APNsOutcome.classify(try await pool.send(request))
+            // APNs echoes the request's apns-id; keep ours if an answer ever lacks it.
+            if outcome == .accepted(apnsID: "") { return .accepted(apnsID: request.headers.first { $0.name == "apns-id" }?.value ?? "") }
+            return outcome
+        } catch {
+            return APNsOutcome.classify(error)
+        }
+    }
+
+    /// Closes every connection.
+    public func shutdown() {
+        production.shutdown()
+        sandbox.shutdown()
+    }
+}

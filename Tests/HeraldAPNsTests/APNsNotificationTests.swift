@@ -1,0 +1,80 @@
+import HeraldAPNs
+import HeraldCore
+import Testing
+
+@Suite struct APNsNotificationTests {
+    static let subscription = "0b6c3a2e-4f1d-4a8e-9c2b-5d7e8f901234"
+    static let now = Timestamp(seconds: 1_796_000_000)
+
+    static func job(_ kind: String, _ members: String, extra: String = "") throws -> Job {
+        try Job.decode(Array("""
+        {"schema":"herald.job.v1","id":"job-7","app_id":"demo","kind":"\(kind)","created_at":"2026-12-02T10:00:00Z",
+         "audience":{"all":true}\(extra),\(members)}
+        """.utf8))
+    }
+
+    private func target(sandbox: Bool? = nil) -> APNsNotification.Target {
+        .init(subscriptionID: APNsNotificationTests.subscription, deviceToken: String(repeating: "ab", count: 32), sandbox: sandbox, language: "fr")
+    }
+
+    @Test func apnsIDIsADeterministicUUID() {
+        let id = APNsNotification.apnsID(jobID: "job-7", subscriptionID: APNsNotificationTests.subscription)
+        #expect(Identifiers.isUUID(id))
+        #expect(id == id.lowercased())
+        #expect(id == APNsNotification.apnsID(jobID: "job-7", subscriptionID: APNsNotificationTests.subscription))
+        #expect(id != APNsNotification.apnsID(jobID: "job-8", subscriptionID: APNsNotificationTests.subscription))
+        #expect(id != APNsNotification.apnsID(jobID: "job-7", subscriptionID: "1b6c3a2e-4f1d-4a8e-9c2b-5d7e8f901234"))
+    }
+
+    @Test func alertJob() throws {
+        let job = try APNsNotificationTests.job("notification", #""content":{"title":"Hi","localized":{"fr":{"title":"Salut"}}}"#,
+                                                extra: #","expires_at":"2026-12-03T10:00:00Z","delivery":{"priority":"normal"}"#)
+        let notification = try APNsNotification.forJob(job, target: target(sandbox: true), now: APNsNotificationTests.now)
+        #expect(notification.pushType == .alert)
+        #expect(notification.priority == 5)
+        #expect(notification.expiration == Timestamp(rfc3339: "2026-12-03T10:00:00Z")?.seconds)
+        #expect(notification.collapseID == APNsCollapseID.forJob("job-7"))
+        #expect(notification.sandbox == true)
+        #expect(try JSONValue.parse(notification.payload)["aps"]?["alert"]?["title"] == .string("Salut"))
+    }
+
+    @Test func backgroundJobIsPriorityFive() throws {
+        let job = try APNsNotificationTests.job("notification", #""content":{"content_available":true,"collapse_id":"sync"}"#,
+                                                extra: #","delivery":{"priority":"high"}"#)
+        let notification = try APNsNotification.forJob(job, target: target(), now: APNsNotificationTests.now)
+        #expect(notification.pushType == .background)
+        #expect(notification.priority == 5)
+        #expect(notification.collapseID == "sync")
+        #expect(notification.expiration == nil)
+    }
+
+    @Test func voipJobExpiresAfterItsTTL() throws {
+        let job = try APNsNotificationTests.job("voip", #""voip":{"data":{"call_id":"c1"},"ttl_s":30}"#)
+        let notification = try APNsNotification.forJob(job, target: target(), now: APNsNotificationTests.now)
+        #expect(notification.pushType == .voip)
+        #expect(notification.priority == 10)
+        #expect(notification.expiration == APNsNotificationTests.now.seconds + 30)
+        #expect(try JSONValue.parse(notification.payload)["herald"]?["data"] == .object(["call_id": .string("c1")]))
+    }
+
+    @Test func liveActivityJobUsesItsPriorityAndTimestamp() throws {
+        let job = try APNsNotificationTests.job("live_activity",
+            #""live_activity":{"activity_id":"a1","event":"update","stream_id":"s1","sequence":4,"content_state":{"eta":3}}"#)
+        let notification = try APNsNotification.forJob(job, target: target(), now: APNsNotificationTests.now)
+        #expect(notification.pushType == .liveActivity)
+        #expect(notification.priority == 5)
+        #expect(notification.collapseID == nil)
+        #expect(try JSONValue.parse(notification.payload)["aps"]?["timestamp"] == .int(APNsNotificationTests.now.seconds))
+    }
+
+    @Test func oversizedDataIsPayloadTooLarge() throws {
+        let blob = String(repeating: "x", count: 5000)
+        let job = try APNsNotificationTests.job("notification", #""content":{"body":"Hi","data":{"blob":"\#(blob)"}}"#)
+        let failure = #expect(throws: APNsPayload.Failure.self) {
+            try APNsNotification.forJob(job, target: self.target(), now: APNsNotificationTests.now)
+        }
+        #expect(failure?.reason == .payloadTooLarge)
+        #expect(failure?.limit == 4096)
+        #expect(failure.map { APNsOutcome.notRendered($0).receiptReason } == .payloadTooLarge)
+    }
+}
