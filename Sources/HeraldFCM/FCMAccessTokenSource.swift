@@ -108,7 +108,7 @@ public actor FCMAccessTokenSource {
             return .failure(FCMError(.credentials, "token endpoint refused the service account \(account.clientEmail): \(error)\(description)"))
         }
         guard let value = json?["access_token"]?.stringValue, !value.isEmpty,
-              case .number(let expiresIn)? = json?["expires_in"], let seconds = expiresIn.int64, seconds > 0 else {
+              case .number(let expiresIn)? = json?["expires_in"], let seconds = expiresIn.int64, seconds >= 0 else {
             return .failure(FCMError(.tokenEndpoint, "token endpoint answered 200 without access_token and expires_in"))
         }
         return .success(AccessToken(value: value, expiresAt: Timestamp(seconds: issuedAt.seconds + seconds)))
