@@ -118,8 +118,8 @@ import Testing
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let now = Timestamp(seconds: Timestamp.now.seconds)
             try Data(try tokens.assertion(issuedAt: now).utf8).write(to: directory.appendingPathComponent("assertion.jwt"))
-            try FileManager.default.copyItem(at: fixture.directory.appendingPathComponent("fcm-service-account.json"),
-                                             to: directory.appendingPathComponent("service-account.json"))
+            try Data(contentsOf: fixture.directory.appendingPathComponent("fcm-service-account.json"))
+                .write(to: directory.appendingPathComponent("service-account.json"))
         }
     }
 
