@@ -90,6 +90,27 @@ public enum FCMMessage {
         return Rendered(body: JSONValue.object(["message": message]).serializedBytes(), truncated: truncated, payloadBytes: size)
     }
 
+    /// Renders a `voip` job for an Android subscription: a high-priority data-only message
+    /// (`herald_id`, `voip` = `"1"`, `data` = the job's `voip.data` as one JSON object string),
+    /// with `android.ttl` from `voip.ttl_s`, else from `expires_at`.
+    public static func render(jobID: String, voip: VoIPPayload, expiresAt: Timestamp?, target: Target, now: Timestamp) throws(Failure) -> Rendered {
+        var android: [String: JSONValue] = ["priority": .string(Delivery.Priority.high.rawValue)]
+        if let ttl = voip.ttlSeconds ?? expiresAt.map({ $0.seconds - now.seconds }) {
+            android["ttl"] = .string("\(min(max(ttl, 0), maxTTLSeconds))s")
+        }
+        if let package = target.restrictedPackageName { android["restricted_package_name"] = .string(package) }
+        let data: [String: JSONValue] = [
+            "herald_id": .string(jobID), "voip": .string("1"),
+            "data": .string(JSONValue.object(voip.data.mapValues { .string($0) }).serialized()),
+        ]
+        let message = JSONValue.object(["token": .string(target.token), "android": .object(android), "data": .object(data)])
+        let size = payloadBytes(message)
+        guard size <= maxPayloadBytes else {
+            throw Failure(reason: .payloadTooLarge, message: "VoIP payload is \(size) bytes, over FCM's \(maxPayloadBytes)")
+        }
+        return Rendered(body: JSONValue.object(["message": message]).serializedBytes(), truncated: false, payloadBytes: size)
+    }
+
     static let ellipsis = "…"
 
     /// The longest prefix of `text` whose UTF-8 form fits in `maxBytes`, cut between characters

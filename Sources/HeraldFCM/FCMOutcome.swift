@@ -70,12 +70,11 @@ public enum FCMOutcome: Sendable, Equatable {
         }
     }
 
-    /// A transport failure: retryable unless the client was shut down or TLS failed.
+    /// A transport failure: retryable (the pipeline's attempt limit bounds it), except after
+    /// shutdown.
     public static func classify(_ error: HTTP2Error) -> FCMOutcome {
-        if error.isRetryable || error.code == .protocolError {
-            return .retryable(retryAfterSeconds: nil, quotaExceeded: false, detail: "\(error)")
-        }
-        return .permanent(reason: .providerError, detail: "\(error)")
+        if error.code == .shutdown { return .permanent(reason: .providerError, detail: "\(error)") }
+        return .retryable(retryAfterSeconds: nil, quotaExceeded: false, detail: "\(error)")
     }
 
     /// `Retry-After` in seconds (the delta form; an HTTP-date is ignored).

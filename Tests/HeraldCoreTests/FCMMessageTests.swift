@@ -139,6 +139,19 @@ import Testing
         #expect(first.1["data"]?["data"] == .string(#"{"a":[1,2],"b":1}"#))
     }
 
+    @Test func voipIsHighPriorityDataOnly() throws {
+        let job = try Job.decode(Array(#"""
+        {"schema":"herald.job.v1","id":"call.7","app_id":"shop","kind":"voip","created_at":"2026-12-02T10:00:00Z",
+         "audience":{"all":true},"voip":{"data":{"caller":"Ada","room":"42"},"ttl_s":30}}
+        """#.utf8))
+        let voip = try #require(job.voip)
+        let rendered = try FCMMessage.render(jobID: job.id, voip: voip, expiresAt: nil, target: .init(token: "t", mode: .sdk), now: Self.now)
+        let message = try #require(try JSONValue.parse(rendered.body)["message"])
+        #expect(message["notification"] == nil)
+        #expect(message["android"] == .object(["priority": .string("high"), "ttl": .string("30s")]))
+        #expect(message["data"] == .object(["herald_id": .string("call.7"), "voip": .string("1"), "data": .string(#"{"caller":"Ada","room":"42"}"#)]))
+    }
+
     @Test func prefixNeverSplitsAUTF8Sequence() {
         #expect(FCMMessage.prefix(of: "aé日", maxBytes: 2) == "a")
         #expect(FCMMessage.prefix(of: "aé日", maxBytes: 3) == "aé")
