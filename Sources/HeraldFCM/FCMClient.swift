@@ -1,0 +1,54 @@
+public import HeraldCore
+public import HeraldHTTP2
+
+/// Sends FCM HTTP v1 messages for one service account: `POST /v1/projects/{id}/messages:send`,
+/// one message per request, multiplexed over the pooled HTTP/2 connections of `client`.
+public final class FCMClient: Sendable {
+    public let tokens: FCMAccessTokenSource
+    private let client: HTTP2Client
+    private let sendPath: String
+    private let timeoutNanoseconds: UInt64
+
+    /// Creates a client. `client` is connected to FCM (`fcm.googleapis.com:443`, or the simulator).
+    public init(tokens: FCMAccessTokenSource, client: HTTP2Client, timeoutNanoseconds: UInt64 = 30_000_000_000) {
+        self.tokens = tokens
+        self.client = client
+        sendPath = tokens.account.sendPath
+        self.timeoutNanoseconds = timeoutNanoseconds
+    }
+
+    /// Sends one rendered message and classifies the answer.
+    public func send(_ message: FCMMessage.Rendered) async -> FCMOutcome {
+        await send(body: message.body)
+    }
+
+    /// Sends one `messages:send` body. A 401 without an FCM error code (the access token was
+    /// refused) causes one token refresh and one retry; a second 401 is a credential fault.
+    public func send(body: [UInt8]) async -> FCMOutcome {
+        var refreshed = false
+        while true {
+            let token: FCMAccessTokenSource.AccessToken
+            do {
+                token = try await tokens.token()
+            } catch {
+                if error.isRetryable { return .retryable(retryAfterSeconds: nil, quotaExceeded: false, detail: error.description) }
+                return .credentialFault(detail: error.description)
+            }
+            let request = HTTP2Request(path: sendPath, headers: [
+                HeaderField("authorization", "Bearer \(token.value)"), HeaderField("content-type", "application/json; charset=UTF-8"),
+            ], body: body, timeoutNanoseconds: timeoutNanoseconds)
+            let response: HTTP2Response
+            do {
+                response = try await client.send(request)
+            } catch {
+                return FCMOutcome.classify(error)
+            }
+            if response.status == 401, !refreshed, FCMErrorStatus(body: response.body, httpStatus: 401).errorCode == nil {
+                refreshed = true
+                await tokens.invalidate(token)
+                continue
+            }
+            return FCMOutcome.classify(response)
+        }
+    }
+}

@@ -1,0 +1,161 @@
+@testable import HeraldCore
+import Testing
+
+@Suite struct FCMMessageTests {
+    static let now = Timestamp(seconds: 1_796_205_600) // 2026-12-02T10:00:00Z
+
+    /// A notification job with `content` (JSON members) and optional `expires_at`/`delivery`.
+    static func job(_ content: String, extra: String = "") throws -> Job {
+        try Job.decode(Array(#"""
+        {"schema":"herald.job.v1","id":"order-shipped:8f3a2c","app_id":"shop","kind":"notification",
+         "created_at":"2026-12-02T10:00:00Z","audience":{"all":true},"content":{\#(content)}\#(extra)}
+        """#.utf8))
+    }
+
+    static func render(_ job: Job, mode: FCMMessage.Mode, channel: JSONValue? = nil, language: String? = nil) throws -> (FCMMessage.Rendered, JSONValue) {
+        let content = try #require(job.content)
+        let rendered = try FCMMessage.render(jobID: job.id, content: content, expiresAt: job.expiresAt, priority: job.delivery.priority,
+                                             target: .init(token: "device-token", mode: mode, language: language, channel: channel), now: now)
+        let message = try #require(try JSONValue.parse(rendered.body)["message"])
+        return (rendered, message)
+    }
+
+    @Test func sdkMessagesAreDataOnlyWithStringValues() throws {
+        let job = try Self.job(#"""
+        "title":"Your order has shipped","body":"It is on its way","image_url":"https://cdn.example.com/p.jpg",
+        "url":"shop://orders/4821","data":{"queries":{"featureId":205},"flag":true,"note":"{\"Status\":{\"Id\":3}}"},
+        "buttons":[{"id":"track","text":"Track","url":"https://example.com/t"}],"channel":"order-updates",
+        "collapse_id":"order-4821","show_foreground":false,"show_background":true
+        """#)
+        let (rendered, message) = try Self.render(job, mode: .sdk, channel: .object(["id": .string("order-updates"), "importance": .string("high")]))
+        #expect(message["notification"] == nil)
+        #expect(message["token"] == .string("device-token"))
+        let data = try #require(message["data"]?.objectValue)
+        for (key, value) in data {
+            #expect(value.stringValue != nil, "\(key) is not a string")
+            #expect(!FCMMessage.isReserved(key))
+        }
+        #expect(data["herald_id"] == .string("order-shipped:8f3a2c"))
+        #expect(data["title"] == .string("Your order has shipped"))
+        #expect(data["body"] == .string("It is on its way"))
+        #expect(data["image_url"] == .string("https://cdn.example.com/p.jpg"))
+        #expect(data["url"] == .string("shop://orders/4821"))
+        #expect(data["collapse_id"] == .string("order-4821"))
+        #expect(data["show_foreground"] == .string("false"))
+        #expect(data["show_background"] == .string("true"))
+        #expect(data["truncated"] == nil)
+        #expect(!rendered.truncated)
+
+        // Types round-trip through the one JSON string.
+        let appData = try JSONValue.parse(try #require(data["data"]?.stringValue))
+        #expect(appData["queries"]?["featureId"] == .int(205))
+        #expect(appData["flag"] == .bool(true))
+        #expect(appData["note"] == .string(#"{"Status":{"Id":3}}"#))
+        let buttons = try JSONValue.parse(try #require(data["buttons"]?.stringValue))
+        #expect(buttons.arrayValue?.first?["url"] == .string("https://example.com/t"))
+        let channel = try JSONValue.parse(try #require(data["channel"]?.stringValue))
+        #expect(channel["importance"] == .string("high"))
+
+        #expect(message["android"]?["priority"] == .string("high"))
+        #expect(message["android"]?["collapse_key"] == .string("order-4821"))
+    }
+
+    @Test func plainMessagesUseNotificationAndTag() throws {
+        let job = try Self.job(#"""
+        "title":"Hi","body":"There","image_url":"https://cdn.example.com/p.jpg","url":"shop://x","data":{"n":1},
+        "channel":"news","sound":"parcel","category":"OPEN_ORDER","buttons":[{"id":"a","text":"A"}],"show_foreground":true
+        """#)
+        let (_, message) = try Self.render(job, mode: .plain)
+        #expect(message["notification"] == .object(["title": .string("Hi"), "body": .string("There"), "image": .string("https://cdn.example.com/p.jpg")]))
+        let notification = try #require(message["android"]?["notification"])
+        #expect(notification["channel_id"] == .string("news"))
+        #expect(notification["tag"] == .string("order-shipped:8f3a2c"))
+        #expect(notification["sound"] == .string("parcel"))
+        #expect(notification["click_action"] == .string("OPEN_ORDER"))
+        #expect(message["data"] == .object(["herald_id": .string("order-shipped:8f3a2c"), "url": .string("shop://x"), "data": .string(#"{"n":1}"#)]))
+        // No collapse key unless the job asks for one.
+        #expect(message["android"]?["collapse_key"] == nil)
+
+        let collapsing = try Self.job(#""title":"Hi","collapse_id":"score""#)
+        let (_, collapsed) = try Self.render(collapsing, mode: .plain)
+        #expect(collapsed["android"]?["notification"]?["tag"] == .string("score"))
+        #expect(collapsed["android"]?["collapse_key"] == .string("score"))
+    }
+
+    @Test func priorityAndTTL() throws {
+        let alert = try Self.job(#""title":"Hi""#, extra: #","expires_at":"2026-12-02T11:00:00Z""#)
+        let (_, message) = try Self.render(alert, mode: .sdk)
+        #expect(message["android"]?["priority"] == .string("high"))
+        #expect(message["android"]?["ttl"] == .string("3600s"))
+
+        let background = try Self.job(#""content_available":true"#)
+        #expect(try Self.render(background, mode: .sdk).1["android"]?["priority"] == .string("normal"))
+        let normal = try Self.job(#""title":"Hi""#, extra: #","delivery":{"priority":"normal"}"#)
+        #expect(try Self.render(normal, mode: .sdk).1["android"]?["priority"] == .string("normal"))
+
+        let content = try #require(alert.content)
+        let far = try FCMMessage.render(jobID: "j", content: content, expiresAt: Timestamp(seconds: Self.now.seconds + 90 * 86_400), priority: nil,
+                                        target: .init(token: "t", mode: .sdk), now: Self.now)
+        #expect(try JSONValue.parse(far.body)["message"]?["android"]?["ttl"] == .string("2419200s"))
+        let past = try FCMMessage.render(jobID: "j", content: content, expiresAt: Timestamp(seconds: Self.now.seconds - 10), priority: nil,
+                                         target: .init(token: "t", mode: .sdk), now: Self.now)
+        #expect(try JSONValue.parse(past.body)["message"]?["android"]?["ttl"] == .string("0s"))
+        let hour = try FCMMessage.render(jobID: "j", content: content, expiresAt: Timestamp(seconds: Self.now.seconds + 3600), priority: nil,
+                                         target: .init(token: "t", mode: .sdk), now: Self.now)
+        #expect(try JSONValue.parse(hour.body)["message"]?["android"]?["ttl"] == .string("3600s"))
+    }
+
+    @Test(arguments: FCMMessage.Mode.allCases) func truncatesMultiByteBodiesAtCharacterBoundaries(mode: FCMMessage.Mode) throws {
+        let body = String(repeating: "é日本🇫🇷", count: 400) // 2 + 3 + 3 + 8 bytes per round
+        let job = try Self.job(#""title":"T","body":"\#(body)""#)
+        let (rendered, message) = try Self.render(job, mode: mode)
+        #expect(rendered.truncated)
+        #expect(rendered.payloadBytes <= FCMMessage.maxPayloadBytes)
+        #expect(rendered.payloadBytes > FCMMessage.maxPayloadBytes - 16)
+        let shortened = try #require(mode == .sdk ? message["data"]?["body"]?.stringValue : message["notification"]?["body"]?.stringValue)
+        #expect(shortened.hasSuffix("…"))
+        #expect(body.hasPrefix(String(shortened.dropLast())))
+        if mode == .sdk { #expect(message["data"]?["truncated"] == .string("1")) }
+    }
+
+    @Test func tooLargeWithoutABodyToShorten() throws {
+        let big = String(repeating: "x", count: 4000)
+        let job = try Self.job(#""title":"T","body":"b","data":{"blob":"\#(big)","more":"\#(big)"}"#)
+        #expect(throws: FCMMessage.Failure.self) { try Self.render(job, mode: .sdk) }
+        do {
+            _ = try Self.render(job, mode: .sdk)
+        } catch let failure as FCMMessage.Failure {
+            #expect(failure.reason == .payloadTooLarge)
+        }
+    }
+
+    @Test func deterministicBytesAndLocalizedText() throws {
+        let job = try Self.job(#""title":"Hi","body":"Hello","localized":{"fr":{"title":"Salut"}},"data":{"b":1,"a":[1,2]}"#)
+        let first = try Self.render(job, mode: .sdk, language: "fr-CA")
+        let second = try Self.render(job, mode: .sdk, language: "fr-CA")
+        #expect(first.0.body == second.0.body)
+        #expect(first.1["data"]?["title"] == .string("Salut"))
+        #expect(first.1["data"]?["body"] == .string("Hello"))
+        #expect(first.1["data"]?["data"] == .string(#"{"a":[1,2],"b":1}"#))
+    }
+
+    @Test func voipIsHighPriorityDataOnly() throws {
+        let job = try Job.decode(Array(#"""
+        {"schema":"herald.job.v1","id":"call.7","app_id":"shop","kind":"voip","created_at":"2026-12-02T10:00:00Z",
+         "audience":{"all":true},"voip":{"data":{"caller":"Ada","room":"42"},"ttl_s":30}}
+        """#.utf8))
+        let voip = try #require(job.voip)
+        let rendered = try FCMMessage.render(jobID: job.id, voip: voip, expiresAt: nil, target: .init(token: "t", mode: .sdk), now: Self.now)
+        let message = try #require(try JSONValue.parse(rendered.body)["message"])
+        #expect(message["notification"] == nil)
+        #expect(message["android"] == .object(["priority": .string("high"), "ttl": .string("30s")]))
+        #expect(message["data"] == .object(["herald_id": .string("call.7"), "voip": .string("1"), "data": .string(#"{"caller":"Ada","room":"42"}"#)]))
+    }
+
+    @Test func prefixNeverSplitsAUTF8Sequence() {
+        #expect(FCMMessage.prefix(of: "aé日", maxBytes: 2) == "a")
+        #expect(FCMMessage.prefix(of: "aé日", maxBytes: 3) == "aé")
+        #expect(FCMMessage.prefix(of: "aé日", maxBytes: 5) == "aé")
+        #expect(FCMMessage.prefix(of: "aé日", maxBytes: 6) == "aé日")
+    }
+}
