@@ -206,16 +206,16 @@ public class HTTP2Transport: EventHandler {
             }
             if output.isEmpty {
                 setWritableInterest(false)
-                if closingGracefully {
-                    if !halfClosed {
-                        halfClosed = true
-                        tls.shutdown()
-                        Glibc.shutdown(fd, Int32(SHUT_WR))
-                    }
-                    return
+                // A session that wants nothing more (GOAWAY sent or received, no streams left)
+                // ends gracefully too: closing at once could reset the TCP connection while the
+                // peer still has our last frames unread.
+                if !closingGracefully && nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
+                    beginGracefulClose(HTTP2Error(.connectionLost, "the HTTP/2 session ended"), timeoutNanoseconds: 5_000_000_000)
                 }
-                if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
-                    close(HTTP2Error(.connectionLost, "the HTTP/2 session ended"))
+                if closingGracefully && !halfClosed {
+                    halfClosed = true
+                    tls.shutdown()
+                    Glibc.shutdown(fd, Int32(SHUT_WR))
                 }
                 return
             }
@@ -227,8 +227,12 @@ public class HTTP2Transport: EventHandler {
     /// could reset the TCP connection and lose the final frames the peer has not read.
     func closeAfterFlush(_ error: HTTP2Error, timeoutNanoseconds: UInt64 = 5_000_000_000) {
         guard state == .active, !closingGracefully else { return }
-        closingGracefully = true
+        beginGracefulClose(error, timeoutNanoseconds: timeoutNanoseconds)
         flush()
+    }
+
+    private func beginGracefulClose(_ error: HTTP2Error, timeoutNanoseconds: UInt64) {
+        closingGracefully = true
         loop.scheduleTimer(afterNanoseconds: timeoutNanoseconds) { [self] in close(error) }
     }
 
