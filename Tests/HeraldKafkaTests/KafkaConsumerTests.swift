@@ -142,7 +142,11 @@ extension KafkaMockClusterIntegration {
             let cluster = try EmbeddedKafkaCluster(brokers: 1)
             let topic = TestEnvironment.uniqueName("killed")
             try cluster.createTopic(topic, partitions: 2)
-            let configuration = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, properties: fastGroupProperties)
+            // A killed member that lingers (its handle not yet destroyed) stops polling; a short
+            // max.poll.interval.ms makes the group evict it soon, as a dead process's would be.
+            var properties = fastGroupProperties
+            properties["max.poll.interval.ms"] = "7000"
+            let configuration = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, properties: properties)
             let producer = try KafkaProducer(configuration: configuration)
             _ = try await produceAll(producer, (0..<2_000).map {
                 KafkaProducerMessage(topic: topic, key: nil, value: "m\($0)", partition: Int32($0 % 2))
@@ -165,7 +169,7 @@ extension KafkaMockClusterIntegration {
             let partitions = [KafkaTopicPartition(topic: topic, partition: 0), KafkaTopicPartition(topic: topic, partition: 1)]
             #expect(try await restarted.committedOffsets(for: partitions) == [partitions[0]: 600, partitions[1]: 600])
             try restarted.subscribe(topics: [topic])
-            let reread = try await consume(restarted, count: 800, seconds: 30)
+            let reread = try await consume(restarted, count: 800, seconds: 60)
             let extra = try await consume(restarted, count: 1, seconds: 1.5)
             #expect(extra.isEmpty)
             for partition in Int32(0)..<2 {
