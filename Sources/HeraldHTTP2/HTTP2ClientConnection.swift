@@ -46,6 +46,8 @@ final class HTTP2ClientConnection: HTTP2Transport {
     let initialWindowSize: UInt32
     private(set) var ready = false
     private(set) var goingAway = false
+    /// The last stream id of the server's GOAWAY, once received.
+    private(set) var goawayLastStreamID: Int32?
     private(set) var remoteMaxStreams = 1
     var streams: [Int32: PendingRequest] = [:]
     private var pingSentAt: UInt64?
@@ -142,6 +144,7 @@ final class HTTP2ClientConnection: HTTP2Transport {
             }
         } else if type == UInt8(NGHTTP2_GOAWAY.rawValue) {
             goingAway = true
+            goawayLastStreamID = frame.pointee.goaway.last_stream_id
         } else if type == UInt8(NGHTTP2_PING.rawValue), frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 {
             pingSentAt = nil
         }
@@ -265,16 +268,30 @@ final class HTTP2ClientConnection: HTTP2Transport {
     override func didClose(_ error: HTTP2Error) {
         let wasReady = ready
         ready = false
-        let orphans = streams.values
+        let orphans = streams
         streams.removeAll()
-        for request in orphans {
+        let goawayNote = goawayLastStreamID.map { "; GOAWAY last stream \($0)" } ?? "; no GOAWAY"
+        var neverProcessed: [PendingRequest] = []
+        for (streamID, request) in orphans {
+            // Above the GOAWAY's last stream id the server processed nothing (RFC 9113 §6.8):
+            // such a request can go elsewhere. This covers requests nghttp2 still had queued,
+            // unsent, when the GOAWAY and the end of the connection arrived in one read.
+            if let last = goawayLastStreamID, streamID > last {
+                request.status = 0
+                request.rawHeaders = []
+                request.body = []
+                request.bodyOffset = 0
+                neverProcessed.append(request)
+                continue
+            }
             // The server may have processed these: the caller decides whether to send again.
             if case .goaway = error.code {
                 request.finish(.failure(HTTP2Error(.goaway(retryable: false), "the connection closed after GOAWAY with the request in flight")))
             } else {
-                request.finish(.failure(HTTP2Error(.connectionLost, "the connection closed with the request in flight: \(error.message)")))
+                request.finish(.failure(HTTP2Error(.connectionLost, "the connection closed with the request in flight (stream \(streamID)\(goawayNote)): \(error.message)")))
             }
         }
+        if !neverProcessed.isEmpty { owner?.retry(neverProcessed) }
         owner?.connectionClosed(self, error: error, wasReady: wasReady)
     }
 

@@ -210,7 +210,7 @@ public class HTTP2Transport: EventHandler {
                 // ends gracefully too: closing at once could reset the TCP connection while the
                 // peer still has our last frames unread.
                 if !closingGracefully && nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
-                    beginGracefulClose(HTTP2Error(.connectionLost, "the HTTP/2 session ended"), timeoutNanoseconds: 5_000_000_000)
+                    beginGracefulClose(HTTP2Error(.connectionLost, "the HTTP/2 session ended"), timeoutNanoseconds: 30_000_000_000)
                 }
                 if closingGracefully && !halfClosed {
                     halfClosed = true
@@ -225,7 +225,7 @@ public class HTTP2Transport: EventHandler {
     /// Ends the connection gracefully: sends what nghttp2 still has, half-closes, and closes
     /// when the peer closes its side (or after `timeoutNanoseconds`). Closing at once instead
     /// could reset the TCP connection and lose the final frames the peer has not read.
-    func closeAfterFlush(_ error: HTTP2Error, timeoutNanoseconds: UInt64 = 5_000_000_000) {
+    func closeAfterFlush(_ error: HTTP2Error, timeoutNanoseconds: UInt64 = 30_000_000_000) {
         guard state == .active, !closingGracefully else { return }
         beginGracefulClose(error, timeoutNanoseconds: timeoutNanoseconds)
         flush()

@@ -67,25 +67,33 @@ import Testing
         let client = try fixture.client(port: fixture.simulator.apnsPort)
         let provider = try fixture.simulator.credentials.apnsProviderToken()
         let total = 20_000
-        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
-            var statuses: [Int] = []
+        // Results, not throws: a failure then says what failed and what the simulator saw.
+        let results = try await withThrowingTaskGroup(of: Result<Int, HTTP2Error>.self) { group in
+            var results: [Result<Int, HTTP2Error>] = []
             var next = 0
             for _ in 0..<200 {
                 let request = try fixture.apnsRequest(token: SimulatorFixture.deviceToken(next), providerToken: provider)
                 next += 1
-                group.addTask { try await client.send(request).status }
+                group.addTask { do throws(HTTP2Error) { return .success(try await client.send(request).status) } catch { return .failure(error) } }
             }
-            while let status = try await group.next() {
-                statuses.append(status)
+            while let result = try await group.next() {
+                results.append(result)
                 if next < total {
                     let request = try fixture.apnsRequest(token: SimulatorFixture.deviceToken(next), providerToken: provider)
                     next += 1
-                    group.addTask { try await client.send(request).status }
+                    group.addTask { do throws(HTTP2Error) { return .success(try await client.send(request).status) } catch { return .failure(error) } }
                 }
             }
-            return statuses
+            return results
         }
-        #expect(statuses.count == total)
+        let failures = results.compactMap { result -> String? in
+            if case .failure(let error) = result { return error.description }
+            return nil
+        }
+        let statuses = results.compactMap { try? $0.get() }
+        let seen = fixture.simulator.apnsStats.snapshot.json(includeTokens: false).serialized()
+        #expect(failures.isEmpty, "\(failures.count) failed, first: \(failures.first ?? "none"); simulator: \(seen)")
+        #expect(results.count == total)
         #expect(statuses.allSatisfy { $0 == 200 })
         let stats = fixture.simulator.apnsStats.snapshot
         #expect(stats.accepted == total)
