@@ -1,3 +1,4 @@
+import HeraldCore
 import HeraldKafka
 import Testing
 
@@ -54,7 +55,7 @@ import Testing
         let count: Int64 = 5_000
         for offset in 0..<count { tracker.delivered(offset) }
         var order = Array(0..<count)
-        var generator = SplitMix(seed: 7)
+        var generator = SplitMix64(seed: 7)
         order.shuffle(using: &generator)
         var lowestUnfinished: Int64 = 0
         var done = Set<Int64>()
@@ -102,15 +103,3 @@ import Testing
     }
 }
 
-/// A seeded generator so the shuffled test is the same every run.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

@@ -37,7 +37,7 @@ enum AudienceFixture {
     static let sessionBase: Int64 = 1_780_000_000
 
     static func rows(count: Int, appID: String, seed: UInt64) -> [FixtureRow] {
-        var random = TestRandom(seed: seed)
+        var random = SplitMix64(seed: seed)
         return (0..<count).map { index in
             var tags: [String: FixtureRow.TagValue] = [:]
             for key in tagKeys where Int.random(in: 0..<3, using: &random) == 0 {
@@ -203,7 +203,7 @@ enum AudienceFixture {
 
     // MARK: random filters
 
-    static func randomFilter(depth: Int, using random: inout TestRandom) -> AudienceFilter {
+    static func randomFilter(depth: Int, using random: inout SplitMix64) -> AudienceFilter {
         if depth > 1 && Int.random(in: 0..<3, using: &random) != 0 {
             switch Int.random(in: 0..<3, using: &random) {
             case 0: return .and((0..<Int.random(in: 1...3, using: &random)).map { _ in randomFilter(depth: depth - 1, using: &random) })
@@ -214,7 +214,7 @@ enum AudienceFixture {
         return randomLeaf(using: &random)
     }
 
-    static func randomLeaf(using random: inout TestRandom) -> AudienceFilter {
+    static func randomLeaf(using random: inout SplitMix64) -> AudienceFilter {
         switch Int.random(in: 0..<9, using: &random) {
         case 0, 1:
             let op = AudienceFilter.TagComparison.allCases.randomElement(using: &random)!

@@ -61,7 +61,7 @@ struct AudienceQueryTests {
             + AudienceFixture.rows(count: 300, appID: "other", seed: 8)
         try await AudienceFixture.load(rows, into: pool)
         let resolver = AudienceResolver(pool: pool)
-        var random = TestRandom(seed: 20261202)
+        var random = SplitMix64(seed: 20261202)
         var nonEmpty = 0
         var compared = 0
         var everyReturned = Set<String>()

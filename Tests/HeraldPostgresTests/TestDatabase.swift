@@ -1,3 +1,4 @@
+import HeraldCore
 import HeraldPostgres
 import HeraldTestSupport
 
@@ -49,20 +50,9 @@ extension TestDatabase {
     }
 }
 
-/// A small deterministic generator (SplitMix64) so a failing random case can be replayed.
-struct TestRandom: RandomNumberGenerator {
-    var state: UInt64
 
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+extension SplitMix64 {
+    /// A random UUID string drawn from this generator (replayable, unlike `UUID()`).
     mutating func uuid() -> String {
         let hex = Array("0123456789abcdef")
         var text = ""
