@@ -205,16 +205,21 @@ final class PGConnectionHandle: @unchecked Sendable {
 
     func query(_ sql: String, _ parameters: [String?]) -> Result<PostgresRows, PostgresError> {
         guard let connection else { return .failure(PostgresError(.connectionLost, "connection is closed")) }
-        // Parameters go as separate C strings so values are never part of the SQL text.
+        let result = execParams(connection, sql, parameters)
+        defer { PQclear(result) }
+        return check(result, connection)
+    }
+
+    /// Runs one statement with text parameters. Parameters go as separate C strings, so values
+    /// are never part of the SQL text.
+    private func execParams(_ connection: OpaquePointer, _ sql: String, _ parameters: [String?]) -> OpaquePointer? {
         var storage: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.flatMap { strdup($0) } }
         defer { storage.forEach { free($0) } }
-        let result = storage.withUnsafeMutableBufferPointer { buffer in
+        return storage.withUnsafeMutableBufferPointer { buffer in
             buffer.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
                 PQexecParams(connection, sql, Int32(parameters.count), nil, values.baseAddress, nil, nil, 0)
             }
         }
-        defer { PQclear(result) }
-        return check(result, connection)
     }
 
     private func check(_ result: OpaquePointer?, _ connection: OpaquePointer, collectRows: Bool = true) -> Result<PostgresRows, PostgresError> {
@@ -255,13 +260,7 @@ final class PGConnectionHandle: @unchecked Sendable {
 
     func query<T>(_ sql: String, _ parameters: [String?], decode: (PostgresRow) -> T?) -> Result<[T], PostgresError> {
         guard let connection else { return .failure(PostgresError(.connectionLost, "connection is closed")) }
-        var storage: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.flatMap { strdup($0) } }
-        defer { storage.forEach { free($0) } }
-        let result = storage.withUnsafeMutableBufferPointer { buffer in
-            buffer.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
-                PQexecParams(connection, sql, Int32(parameters.count), nil, values.baseAddress, nil, nil, 0)
-            }
-        }
+        let result = execParams(connection, sql, parameters)
         defer { PQclear(result) }
         if case .failure(let error) = check(result, connection, collectRows: false) { return .failure(error) }
         guard let result else { return .success([]) }
