@@ -71,7 +71,7 @@ enum BenchAudienceCommand {
                 let estimate = try await resolver.estimate(query)
                 let plan = try await resolver.shardPlan(query, devicesPerShard: max(1, (estimate + streams - 1) / streams))
                 ranges = plan.ranges.isEmpty ? ranges : plan.ranges
-                planSeconds = seconds(clock.now - started)
+                planSeconds = BenchMeasure.seconds(clock.now - started)
             }
             let size = pageSize
             rows = try await withThrowingTaskGroup(of: Int.self) { group in
@@ -94,11 +94,11 @@ enum BenchAudienceCommand {
             await pool.close()
             return 69
         }
-        let total = seconds(clock.now - started)
+        let total = BenchMeasure.seconds(clock.now - started)
         await pool.close()
         let streaming = total - planSeconds
         let rate = streaming > 0 ? Double(rows) / streaming : 0
-        let peak = peakRSSMegabytes()
+        let peak = BenchMeasure.peakResidentMegabytes()
         if json {
             print(#"{"rows":\#(rows),"rows_per_second":\#(Int(rate)),"peak_rss_mb":\#(String(format: "%.1f", peak)),"seconds":\#(String(format: "%.3f", streaming)),"plan_seconds":\#(String(format: "%.3f", planSeconds)),"streams":\#(streams),"page_size":\#(pageSize)}"#)
         } else {
@@ -107,17 +107,4 @@ enum BenchAudienceCommand {
         return 0
     }
 
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
-
-    /// Peak resident set size (VmHWM in /proc/self/status), MB.
-    static func peakRSSMegabytes() -> Double {
-        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
-        for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
-            let digits = line.filter(\.isNumber)
-            return (Double(digits) ?? 0) / 1024
-        }
-        return 0
-    }
 }

@@ -58,7 +58,7 @@ enum BenchKafkaCommand {
                 for result in results { _ = try result.get() }
                 sent += chunk
             }
-            let produceSeconds = seconds(ContinuousClock.now - produceStart)
+            let produceSeconds = BenchMeasure.seconds(ContinuousClock.now - produceStart)
 
             // Consume: a fresh group from the earliest offset, every message marked processed.
             var consumerConfiguration = configuration
@@ -89,10 +89,10 @@ enum BenchKafkaCommand {
                 Console.error("herald bench kafka: consumed \(received) of \(count) messages")
                 return 70
             }
-            let steadySeconds = seconds(consumeEnd - firstMessage)
-            let totalSeconds = seconds(consumeEnd - consumeStart)
+            let steadySeconds = BenchMeasure.seconds(consumeEnd - firstMessage)
+            let totalSeconds = BenchMeasure.seconds(consumeEnd - consumeStart)
             let statistics = consumer.statistics
-            let rss = residentMegabytes()
+            let rss = BenchMeasure.residentMegabytes()
             if json {
                 print("{\"messages\":\(count),\"produce_per_second\":\(Int(Double(count) / produceSeconds)),\"consume_per_second\":\(Int(Double(count) / steadySeconds)),"
                     + "\"consume_per_second_including_group_join\":\(Int(Double(count) / totalSeconds)),\"size\":\(size),"
@@ -116,18 +116,7 @@ enum BenchKafkaCommand {
         return 64
     }
 
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
 
     private static func rounded(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
 
-    /// VmRSS from /proc/self/status, in MB (0 when unreadable).
-    private static func residentMegabytes() -> Int {
-        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
-        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-            return (line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0) / 1024
-        }
-        return 0
-    }
 }
