@@ -53,8 +53,9 @@ let package = Package(
         .testTarget(name: "HeraldPostgresTests", dependencies: ["HeraldPostgres", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldWorkerTests", dependencies: ["HeraldWorker", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldSimTests", dependencies: ["HeraldSim", "HeraldHTTP2", "HeraldCrypto", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
-        // Runs the built `herald` binary as a subprocess (validate-job, migrate, dev-broker).
-        .testTarget(name: "heraldTests", dependencies: ["HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
+        // Runs the built `herald` binary as a subprocess (validate-job, migrate, dev-broker, send,
+        // tail, jobs); HeraldKafka and HeraldPostgres set up and read back what the commands touch.
+        .testTarget(name: "heraldTests", dependencies: ["HeraldCore", "HeraldKafka", "HeraldPostgres", "HeraldTestSupport"], swiftSettings: swiftSettings),
     ],
     swiftLanguageModes: [.v6]
 )
