@@ -85,4 +85,42 @@ struct DeviceEventDedupeTests {
         #expect(forwarder.calls == 3)
         await database.tearDown(pool)
     }
+
+    /// The forward waits for the broker (seconds, or minutes in an outage). Meanwhile the job's
+    /// row must stay writable: completing the job, halting it and the other device events of
+    /// the same job must not queue behind that one publish, each holding a pooled connection.
+    @Test func theJobRowIsNotLockedWhileAForwardIsPending() async throws {
+        let (database, pool) = try await TestDatabase.migrated(poolSize: 4)
+        _ = try await JobRepository(pool: pool).insert(id: "job-busy", appID: "app", kind: "notification", body: "{}", createdAt: .now)
+        let dedupe = DeviceEventDedupe(pool: pool)
+        let (entered, enteredContinuation) = AsyncStream.makeStream(of: Void.self)
+        let (release, releaseContinuation) = AsyncStream.makeStream(of: Void.self)
+        let slow = Task {
+            try await dedupe.recordAndForward(DeviceEventKey(type: "received", jobID: "job-busy",
+                                                             subscriptionID: "0b6c3a2e-4f1d-4a8e-9c2b-5d7e8f901234")) {
+                enteredContinuation.yield()
+                for await _ in release { break }
+                return true
+            }
+        }
+        for await _ in entered { break }
+        // Fails with lock_timeout (55P03) if the pending forward holds the row.
+        let write: Result<Void, PostgresError> = await {
+            do throws(PostgresError) {
+                try await pool.withTransaction { connection throws(PostgresError) in
+                    try await connection.query("SELECT set_config('lock_timeout', '2s', true)")
+                    try await connection.query("UPDATE jobs SET received = received WHERE id = 'job-busy'")
+                }
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }()
+        releaseContinuation.yield()
+        releaseContinuation.finish()
+        #expect(try await slow.value)
+        #expect(throws: Never.self) { try write.get() }
+        #expect(try await counts(pool, "job-busy") == ["1", "0", "0"])
+        await database.tearDown(pool)
+    }
 }
