@@ -72,7 +72,7 @@ import Testing
         #expect(lines.all.count == 1)
     }
 
-    /// A device token or key in a log line is cut to 6 characters plus its length.
+    /// A device token or key in a log line is cut to 6 characters (a third of a short one) plus its length.
     @Test(arguments: [
         "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90",
         "fcm-token:APA91bHun4MxP5egoKMwt2KZFBaFUH-1RYqx",
@@ -85,8 +85,15 @@ import Testing
         let length = "(\(secret.utf8.count))"
         #expect(redacted.hasSuffix(length), "the length tells two secrets apart")
         let shown = redacted.dropLast(length.count)
-        #expect(String(shown) == String(secret.prefix(6)) + "…", "\(redacted)")
+        #expect(String(shown) == String(secret.prefix(min(6, secret.count / 3))) + "…", "\(redacted)")
         #expect(!redacted.contains(String(secret.prefix(7))))
+    }
+
+    /// A short secret is never shown whole.
+    @Test func shortSecretsAreNotShownWhole() {
+        #expect(WorkerLog.redact("abc") == "a…(3)")
+        #expect(WorkerLog.redact("ab") == "…(2)")
+        #expect(!WorkerLog.redact("secret").contains("secret"))
     }
 
     @Test func levelNamesParse() {
