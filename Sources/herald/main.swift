@@ -14,6 +14,8 @@ case "validate-job":
     status = ValidateCommand.run(Array(arguments.dropFirst()), jobsOnly: true)
 case "validate":
     status = ValidateCommand.run(Array(arguments.dropFirst()), jobsOnly: false)
+case "dev":
+    status = await DevCommand.run(Array(arguments.dropFirst()))
 case "run":
     status = await RunCommand.run(Array(arguments.dropFirst()))
 case "migrate":
