@@ -10,6 +10,8 @@
   Sources/, or a HERALD_KAFKA_PROPERTY_* pass-through) and is named in docs/operations.md.
 - Every HERALD_* variable the code reads is named in docs/operations.md (the configuration
   reference is complete).
+- The KEDA triggers name the brokers, consumer groups and topics the ConfigMap configures (a
+  lane's group is HERALD_KAFKA_GROUP plus "", ".shards", ".urgent" or ".device-events").
 - The Kubernetes worker Deployment gives SIGTERM enough time: terminationGracePeriodSeconds is at
   least HERALD_DRAIN_SECONDS (from the ConfigMap, default 10) + 35 (docs/operations.md).
 
@@ -35,6 +37,13 @@ SOURCES = ROOT / "Sources"
 NAME = re.compile(r"HERALD_[A-Z0-9_]*[A-Z0-9]")
 FULL_NAME = re.compile(r"^HERALD_[A-Z0-9_]*[A-Z0-9]$")
 PASS_THROUGH = "HERALD_KAFKA_PROPERTY_"
+# Each lane's consumer group is HERALD_KAFKA_GROUP plus one of these, and its topics
+# (Sources/HeraldWorker/Worker.swift).
+LANES = {"": ["HERALD_TOPIC_JOBS"], ".shards": ["HERALD_TOPIC_SHARDS"],
+         ".urgent": ["HERALD_TOPIC_JOBS_URGENT", "HERALD_TOPIC_SHARDS_URGENT"], ".device-events": ["HERALD_TOPIC_DEVICE_EVENTS"]}
+TOPIC_DEFAULTS = {"HERALD_TOPIC_JOBS": "herald.jobs", "HERALD_TOPIC_JOBS_URGENT": "herald.jobs.urgent",
+                  "HERALD_TOPIC_SHARDS": "herald.shards", "HERALD_TOPIC_SHARDS_URGENT": "herald.shards.urgent",
+                  "HERALD_TOPIC_DEVICE_EVENTS": "herald.device-events"}
 # The drain, the 15 s the worker waits for work in hand beyond it, and the producer flush (10 s),
 # with 10 s to spare (docs/operations.md "Stopping: SIGTERM").
 GRACE_BEYOND_DRAIN = 35
@@ -98,6 +107,8 @@ def main():
     variables = {}
     drain_seconds = 10
     deployments = []
+    k8s_config = {}
+    scaled_objects = []
     for path in yaml_files:
         try:
             docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
@@ -119,6 +130,10 @@ def main():
             variables_in(doc, found)
             for name, where in found:
                 variables.setdefault(name, []).append(f"{path.relative_to(ROOT)} ({'.'.join(where)})")
+            if kind == "ConfigMap" and isinstance(doc.get("data"), dict):
+                k8s_config.update({k: str(v) for k, v in doc["data"].items()})
+            if kind == "ScaledObject":
+                scaled_objects.append((path, doc))
             if kind == "ConfigMap" and isinstance(doc.get("data"), dict) and "HERALD_DRAIN_SECONDS" in doc["data"]:
                 try:
                     drain_seconds = int(str(doc["data"]["HERALD_DRAIN_SECONDS"]))
@@ -134,6 +149,28 @@ def main():
         if name not in documented:
             problem(pathlib.Path(places[0].split(" ")[0]),
                     f"sets {name}, which docs/operations.md does not describe (add it to the configuration reference); at {', '.join(places)}")
+
+    group = k8s_config.get("HERALD_KAFKA_GROUP", "herald-workers")
+    for path, doc in scaled_objects:
+        for trigger in (doc.get("spec") or {}).get("triggers") or []:
+            if trigger.get("type") != "kafka":
+                continue
+            meta = trigger.get("metadata") or {}
+            label = f"KEDA trigger {trigger.get('name') or meta.get('topic')!r}"
+            for key, value in meta.items():
+                if not isinstance(value, str):
+                    problem(path, f"{label}: metadata {key} must be a string (quote it), not {value!r}")
+            brokers = k8s_config.get("HERALD_KAFKA_BROKERS")
+            if brokers and meta.get("bootstrapServers") != brokers:
+                problem(path, f"{label}: bootstrapServers {meta.get('bootstrapServers')!r} is not the ConfigMap's HERALD_KAFKA_BROKERS {brokers!r}")
+            lane = next((suffix for suffix in LANES if meta.get("consumerGroup") == group + suffix), None)
+            if lane is None:
+                problem(path, f"{label}: consumerGroup {meta.get('consumerGroup')!r} is none of the workers' groups "
+                              f"({', '.join(group + s for s in LANES)})")
+                continue
+            topics = [k8s_config.get(name, TOPIC_DEFAULTS[name]) for name in LANES[lane]]
+            if meta.get("topic") not in topics:
+                problem(path, f"{label}: group {meta.get('consumerGroup')} consumes {' and '.join(topics)}, not {meta.get('topic')!r}")
 
     for path, doc in deployments:
         spec = (((doc.get("spec") or {}).get("template") or {}).get("spec")) or {}
