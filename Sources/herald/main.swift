@@ -28,6 +28,8 @@ case "send":
     status = await SendCommand.run(Array(arguments.dropFirst()))
 case "tail":
     status = await TailCommand.run(Array(arguments.dropFirst()))
+case "apps":
+    status = await AppsCommand.run(Array(arguments.dropFirst()))
 case "jobs":
     status = await JobsCommand.run(Array(arguments.dropFirst()))
 case "bench":
