@@ -49,6 +49,9 @@ public struct WorkerConfiguration: Sendable {
     public var eventLoops: Int = 2
     /// `HERALD_LOG_LEVEL`: debug, info (default), warning, error.
     public var logLevel: WorkerLog.Level = .info
+    /// `HERALD_RETENTION_DAYS`: days finished jobs and device-event dedupe rows are kept
+    /// (``RetentionSweeper``), default 30; 0 keeps them forever.
+    public var retentionDays: Int = 30
 
     /// Topic names.
     public struct Topics: Sendable, Equatable {
@@ -141,6 +144,7 @@ public struct WorkerConfiguration: Sendable {
             invalidationThreshold = value
         }
         eventLoops = try integer("HERALD_EVENT_LOOPS", 1...64, default: 2)
+        retentionDays = try integer("HERALD_RETENTION_DAYS", 0...36_500, default: 30)
         if let text = environment["HERALD_LOG_LEVEL"], !text.isEmpty {
             guard let level = WorkerLog.Level(name: text) else {
                 throw Invalid(variable: "HERALD_LOG_LEVEL", reason: "debug, info, warning or error, not \"\(text.prefix(32))\"")
