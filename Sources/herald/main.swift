@@ -30,6 +30,8 @@ case "tail":
     status = await TailCommand.run(Array(arguments.dropFirst()))
 case "apps":
     status = await AppsCommand.run(Array(arguments.dropFirst()))
+case "topics":
+    status = await TopicsCommand.run(Array(arguments.dropFirst()))
 case "jobs":
     status = await JobsCommand.run(Array(arguments.dropFirst()))
 case "bench":
