@@ -20,6 +20,7 @@ enum Usage {
       jobs show|cancel|resume ID show a job and its shards, cancel it, or resume it after a halt (re-queues its shards)
       apps add|update|show|list|rekey  an app's credentials and settings (sealed under HERALD_CREDENTIALS_KEY; show prints fingerprints)
       topics create              create every Herald topic with the Admin API (--partitions 12 --replication-factor 3, idempotent)
+      dlq replay                 re-produce dead letters to their source topics (--since T --until T --reason-contains X --dry-run)
       dev-broker                 run an embedded Kafka broker (librdkafka mock cluster) on 127.0.0.1
       sim                        run the APNs and FCM simulators (TLS HTTP/2 on 127.0.0.1); `sim token` prints an APNs token
       bench http2                HTTP/2 load through Herald's client, JSON out

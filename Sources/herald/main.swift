@@ -32,6 +32,8 @@ case "apps":
     status = await AppsCommand.run(Array(arguments.dropFirst()))
 case "topics":
     status = await TopicsCommand.run(Array(arguments.dropFirst()))
+case "dlq":
+    status = await DLQCommand.run(Array(arguments.dropFirst()))
 case "jobs":
     status = await JobsCommand.run(Array(arguments.dropFirst()))
 case "bench":
