@@ -18,7 +18,7 @@ enum Usage {
       send                       build or read a job, validate it, produce it to the jobs topic (--app … --title … --all | --file PATH|-)
       tail results|metrics|dlq   follow a topic with a throwaway consumer group (--from-beginning, --json, --count N, --job ID, --timeout S)
       jobs show|cancel|resume ID show a job and its shards, cancel it, or resume it after a halt (re-queues its shards)
-      apps add|update|show|list|rekey  an app's credentials and settings (sealed under HERALD_CREDENTIALS_KEY; show prints fingerprints)
+      apps add|update|show|list  an app's credentials and settings (sealed; show prints fingerprints); apps rekey rotates the key
       topics create              create every Herald topic with the Admin API (--partitions 12 --replication-factor 3, idempotent)
       dlq replay                 re-produce dead letters to their source topics (--since T --until T --reason-contains X --dry-run)
       dev-broker                 run an embedded Kafka broker (librdkafka mock cluster) on 127.0.0.1
