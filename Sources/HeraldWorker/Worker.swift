@@ -183,6 +183,8 @@ public final class Worker: Sendable {
                     }
                 }
             }
+            let sweeper = RetentionSweeper(pool: pool, retentionDays: configuration.retentionDays, log: log)
+            tasks.addTask { await sweeper.run(stop: stop) }
             let reports = MetricsPublisher(metrics: metrics, publisher: publisher, log: log, interval: configuration.metricsInterval)
             tasks.addTask { await reports.run(stop: stop) }
             // The stopper: waits for the signal, lets work in hand checkpoint, then closes the

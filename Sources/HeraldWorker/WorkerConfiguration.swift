@@ -51,6 +51,9 @@ public struct WorkerConfiguration: Sendable {
     public var logLevel: WorkerLog.Level = .info
     /// `HERALD_METRICS_INTERVAL_SECONDS`: how often a report goes to the metrics topic, default 10.
     public var metricsInterval: Duration = .seconds(10)
+    /// `HERALD_RETENTION_DAYS`: days finished jobs and device-event dedupe rows are kept
+    /// (``RetentionSweeper``), default 30; 0 keeps them forever.
+    public var retentionDays: Int = 30
 
     /// Topic names.
     public struct Topics: Sendable, Equatable {
@@ -131,6 +134,7 @@ public struct WorkerConfiguration: Sendable {
         }
         eventLoops = try integer("HERALD_EVENT_LOOPS", 1...64, default: 2)
         metricsInterval = .seconds(try integer("HERALD_METRICS_INTERVAL_SECONDS", 1...3600, default: 10))
+        retentionDays = try integer("HERALD_RETENTION_DAYS", 0...36_500, default: 30)
         if let text = environment["HERALD_LOG_LEVEL"], !text.isEmpty {
             guard let level = WorkerLog.Level(name: text) else {
                 throw Invalid(variable: "HERALD_LOG_LEVEL", reason: "debug, info, warning or error, not \"\(text.prefix(32))\"")

@@ -30,6 +30,12 @@ case "send":
     status = await SendCommand.run(Array(arguments.dropFirst()))
 case "tail":
     status = await TailCommand.run(Array(arguments.dropFirst()))
+case "apps":
+    status = await AppsCommand.run(Array(arguments.dropFirst()))
+case "topics":
+    status = await TopicsCommand.run(Array(arguments.dropFirst()))
+case "dlq":
+    status = await DLQCommand.run(Array(arguments.dropFirst()))
 case "jobs":
     status = await JobsCommand.run(Array(arguments.dropFirst()))
 case "bench":
