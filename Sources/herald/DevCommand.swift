@@ -18,6 +18,7 @@ enum DevCommand {
           --exit                  with --demo: exit 0 once every demo receipt is in (1 on --timeout, default 600 s)
           --ios-share X           share of iOS devices (default 0.5)
           --unregistered-share X  share of tokens the simulators call unregistered (default 0.01)
+          --log-dir DIR           write the workers' logs to DIR and keep them (default: a temporary folder, removed)
         """
 
     struct Options {
@@ -28,6 +29,7 @@ enum DevCommand {
         var iosShare = 0.5
         var unregisteredShare = 0.01
         var timeoutSeconds = 600
+        var logDirectory: String?
     }
 
     static func parse(_ arguments: [String]) -> Options? {
@@ -59,6 +61,12 @@ enum DevCommand {
                     return nil
                 }
                 if argument == "--ios-share" { options.iosShare = value } else { options.unregisteredShare = value }
+            case "--log-dir":
+                guard let value = remaining.popFirst(), !value.isEmpty else {
+                    Console.error("herald dev: --log-dir takes a directory")
+                    return nil
+                }
+                options.logDirectory = value
             case "--help", "-h":
                 print(usage)
                 return nil
@@ -167,19 +175,28 @@ final class DevEnvironment: @unchecked Sendable {
                 "HERALD_SHARD_SIZE": String(max(1000, min(50_000, options.devices / max(1, options.workers * 4)))),
                 "HERALD_METRICS_INTERVAL_SECONDS": "2",
             ]
+            // The key is written to a file only the owner can read, never printed: logs and
+            // terminals are not places for credentials.
+            let keyFile = directory.appendingPathComponent("credentials-key")
+            FileManager.default.createFile(atPath: keyFile.path, contents: Data(credentialsKey.utf8), attributes: [.posixPermissions: 0o600])
             say("herald dev: starting \(options.workers) worker(s) …")
-            try await startWorkers(options.workers, environment: environment, directory: directory)
+            var logs = directory
+            if let logDirectory = options.logDirectory {
+                logs = URL(fileURLWithPath: logDirectory)
+                try FileManager.default.createDirectory(at: logs, withIntermediateDirectories: true)
+            }
+            try await startWorkers(options.workers, environment: environment, directory: logs)
 
             say("""
 
                 Herald is running. From another terminal:
                   export HERALD_KAFKA_BROKERS=\(cluster.bootstrapServers)
                   export HERALD_DATABASE_URL=\(postgres.url)
-                  export HERALD_CREDENTIALS_KEY=\(credentialsKey)
                   herald send --app demo --all --title Hello --body World
                   herald tail results
+                  export HERALD_CREDENTIALS_KEY=$(cat \(keyFile.path))   # for herald seed / herald apps
                 Simulators: APNs https://127.0.0.1:\(simulator.apnsPort), FCM https://127.0.0.1:\(simulator.fcmPort) (CA \(directory.path)/sim/ca.pem)
-                Worker logs: \(directory.path)/worker-*.log. Ctrl-C stops everything.
+                Worker logs: \(logs.path)/worker-*.log. Ctrl-C stops everything.
 
                 """)
             if options.demo {
@@ -193,7 +210,7 @@ final class DevEnvironment: @unchecked Sendable {
             }
             while !stop.isSet {
                 if let dead = workers.first(where: { !$0.isRunning }) {
-                    Console.error("herald dev: a worker exited (status \(dead.terminationStatus)); see \(directory.path)/worker-*.log")
+                    Console.error("herald dev: a worker exited (status \(dead.terminationStatus)); see \(logs.path)/worker-*.log")
                     return 1
                 }
                 try? await Task.sleep(for: .milliseconds(200))
