@@ -93,7 +93,8 @@ public final class Worker: Sendable {
                                       subscriptions: SubscriptionRepository(pool: pool), directory: directory, publisher: publisher,
                                       metrics: metrics, log: log, settings: configuration.shard, stop: stop)
         let runner = ShardRunner(context: context)
-        let planner = JobPlanner(context: context, runner: runner, shardSize: configuration.shardSize)
+        let planner = JobPlanner(context: context, runner: runner, shardSize: configuration.shardSize,
+                                 liveActivities: LiveActivityRepository(pool: pool))
         let events = DeviceEventProcessor(context: context, dedupe: DeviceEventDedupe(pool: pool))
 
         // 3. Consumers, last: from here on work arrives.
