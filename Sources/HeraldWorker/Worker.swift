@@ -168,7 +168,7 @@ public final class Worker: Sendable {
                 tasks.addTask {
                     await lane.run(stop: stop, busy: busy) { message in
                         if message.topic == topics.shards || message.topic == topics.shardsUrgent {
-                            return await Self.handleShard(message, context: context, runner: runner)
+                            return await Self.handleShard(message, context: context, runner: runner, liveActivities: planner.liveActivities)
                         }
                         if message.topic == topics.deviceEvents { return await events.handle(message) }
                         return await planner.handle(message)
@@ -216,8 +216,10 @@ public final class Worker: Sendable {
     }
 
     /// Runs one shard message: decodes it (a bad one is dead-lettered), reads its job from the
-    /// `jobs` table, and runs it.
-    static func handleShard(_ message: KafkaMessage, context: PipelineContext, runner: ShardRunner) async -> Bool {
+    /// `jobs` table, and runs it. A live-activity job's shard (re-queued by `herald jobs resume`)
+    /// goes to the activity's tokens with the job's recorded numbering verdict, never to an audience.
+    static func handleShard(_ message: KafkaMessage, context: PipelineContext, runner: ShardRunner,
+                            liveActivities: LiveActivityPlanner) async -> Bool {
         let shard: Shard
         do {
             shard = try Shard.decode(message.value)
@@ -236,11 +238,14 @@ public final class Worker: Sendable {
                 } catch {
                     return await PipelineDeadLetters.send(message, reason: "the stored job \(shard.jobID) no longer validates: \(error)", context: context)
                 }
+                if job.kind == .liveActivity {
+                    return try await liveActivities.run(job, stored: stored)
+                }
                 return await runner.run(job: job, shard: shard).commitsMessage
             } catch {
                 if context.stop.isSet { return false }
                 context.metrics.postgresError()
-                context.log.error("cannot read the shard's job; retrying", ["job_id": .string(shard.jobID), "error": .string(error.description)])
+                context.log.error("cannot read the shard's job; retrying", ["job_id": .string(shard.jobID), "error": .string("\(error)")])
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(30))
             }
