@@ -257,7 +257,6 @@ final class ShardRun {
     var announcedHalts: Set<Receipt.Provider> = []
     var running = 0
     var tickPending = false
-    var finishing = false
     /// Where the subscriptions come from (issue 9: a live activity's tokens).
     var source: ShardSource = .audience
     /// Settle every subscription with this `dropped` reason instead of sending (a live-activity
@@ -343,7 +342,6 @@ final class ShardRun {
             if checkpointDue { try await checkpoint() }
         }
         // 3. Answers still in flight (bounded on a stop), then the last checkpoint.
-        finishing = true
         let drainUntil = ContinuousClock.now + context.settings.drainDeadline
         while running > 0 {
             if context.stop.isSet && ContinuousClock.now > drainUntil { break }
@@ -454,7 +452,9 @@ final class ShardRun {
         switch event {
         case .tick:
             tickPending = false
-            if !finishing { addTick(&group) }
+            // Ticks go on while finishing too, so a stop's drain deadline is checked even while
+            // every answer in flight is late.
+            addTick(&group)
             if ContinuousClock.now - lastRefresh >= .seconds(2) { try await refresh() }
             if checkpointDue { try await checkpoint() }
         case .sent(let member, let attempts, let firstAttemptAt, let outcome, let seconds, let isRetry):
