@@ -212,9 +212,11 @@ final class LiveActivityFixture {
         return try await condition()
     }
 
-    /// Waits for the `completed` event of each job.
+    /// Waits until each job is completed and every terminal receipt its totals count has been
+    /// read (the results topic has several partitions: device receipts are keyed by
+    /// subscription, the `completed` event by job, so the event may be read first).
     func waitCompleted(_ jobs: [String], seconds: Double) async throws -> Bool {
-        try await wait(seconds: seconds) { jobs.allSatisfy { receipts.completed($0) } }
+        try await wait(seconds: seconds) { receipts.settled(jobs) }
     }
 
     /// Stops everything and drops the database; logs stay when `keepLogs`.
@@ -286,6 +288,23 @@ final class LiveActivityFixture {
 
         func completed(_ job: String) -> Bool {
             state.withLock { $0.contains { $0.jobID == job && $0.stage == .completed } }
+        }
+
+        /// Whether every job has its `completed` event and as many distinct terminal receipts
+        /// as its totals say.
+        func settled(_ jobs: [String]) -> Bool {
+            let all = self.all
+            var expected: [String: Int64] = [:]
+            var terminal: [String: Set<String>] = [:]
+            let wanted = Set(jobs)
+            for receipt in all where wanted.contains(receipt.jobID) {
+                if receipt.stage == .completed, let totals = receipt.totals {
+                    expected[receipt.jobID] = totals.accepted + totals.unregistered + totals.failed + totals.dropped
+                } else if receipt.stage.isTerminal {
+                    terminal[receipt.jobID, default: []].insert(receipt.id)
+                }
+            }
+            return jobs.allSatisfy { job in expected[job].map { Int64(terminal[job]?.count ?? 0) >= $0 } ?? false }
         }
 
         /// Terminal receipts by job, then subscription (distinct receipt ids only).
