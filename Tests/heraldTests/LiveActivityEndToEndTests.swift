@@ -304,7 +304,8 @@ struct LiveActivityEndToEndTests {
             let huge = String(repeating: "h", count: 5_200)
             try await fixture.produce([voipJob("call-1", #"{"call_id":"c1","caller":"Ada"}"#), voipJob("call-big", #"{"blob":"\#(big)"}"#),
                                        voipJob("call-huge", #"{"blob":"\#(huge)"}"#)])
-            try #require(try await fixture.waitCompleted(["call-1", "call-big", "call-huge"], seconds: 120))
+            try #require(try await fixture.waitCompleted(["call-1", "call-big", "call-huge"], seconds: 120),
+                         "\(fixture.receipts.describe(["call-1", "call-big", "call-huge"]))")
             let terminal = fixture.receipts.terminal()
             func outcome(_ job: String, _ subscription: String) -> String {
                 (terminal[job]?[subscription] ?? []).map { "\($0.stage.rawValue)/\($0.reason?.rawValue ?? "")" }.joined(separator: ",")

@@ -292,6 +292,16 @@ final class LiveActivityFixture {
 
         /// Whether every job has its `completed` event and as many distinct terminal receipts
         /// as its totals say.
+        /// For a failure message: per job, the totals of its `completed` event and its terminal receipts.
+        func describe(_ jobs: [String]) -> String {
+            let all = self.all
+            return jobs.map { job in
+                let totals = all.first { $0.jobID == job && $0.stage == .completed }?.totals
+                let terminal = all.filter { $0.jobID == job && $0.stage.isTerminal }.map { "\($0.subscriptionID ?? "-"):\($0.stage.rawValue)/\($0.reason?.rawValue ?? "")" }
+                return "\(job): totals \(totals.map { "\($0)" } ?? "none") terminal \(terminal)"
+            }.joined(separator: "\n")
+        }
+
         func settled(_ jobs: [String]) -> Bool {
             let all = self.all
             var expected: [String: Int64] = [:]
