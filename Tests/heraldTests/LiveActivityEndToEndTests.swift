@@ -179,6 +179,78 @@ struct LiveActivityEndToEndTests {
         }
     }
 
+    // MARK: A worker killed mid-stream
+
+    /// The worker running an activity's updates is killed (SIGKILL) in the middle of 400
+    /// block-shuffled updates; another of the four takes the partition over. What reaches the
+    /// device still never goes backwards: sequences are non-decreasing and a repeat is only the
+    /// same update resent (same `apns-id`, at-least-once after a crash); every running maximum
+    /// is delivered; each update has exactly one terminal stage per subscription.
+    @Test func aKilledWorkerDoesNotBreakTheOrder() async throws {
+        try await withFixture("killed") { fixture in
+            try await fixture.startSimulator()
+            let ios = try await fixture.subscription("40000000-0000-4000-8000-000000000001", platform: .ios, token: Self.hex("device-k"))
+            let activityToken = Self.hex("activity-k")
+            try await fixture.activityToken(activity: "order-k", subscription: ios, token: activityToken)
+            try await fixture.startWorkers(4)
+            try await Task.sleep(for: .seconds(8))
+
+            var random = SplitMix64(seed: 21)
+            var sequences = Array(Int64(1)...400)
+            for block in stride(from: 0, to: 400, by: 10) {
+                for index in stride(from: block + 9, to: block, by: -1) {
+                    sequences.swapAt(index, block + Int(random.next() % UInt64(index - block + 1)))
+                }
+            }
+            var records: [Int64] = []
+            for sequence in sequences where sequence > (records.last ?? 0) { records.append(sequence) }
+            let jobs = sequences.enumerated().map { index, sequence in
+                fixture.liveJob(id: "kill-\(index)", activity: "order-k", event: "update", stream: "session-k", sequence: sequence,
+                                state: #"{"seq":\#(sequence)}"#)
+            }
+            let ids = (0..<jobs.count).map { "kill-\($0)" }
+            try await fixture.produce(jobs)
+            let started = Date()
+            try #require(try await fixture.wait(seconds: 120) { ids.filter { fixture.receipts.completed($0) }.count >= 100 })
+            let busy = try #require(fixture.workers.first { $0.stdout.contains("\"job_id\":\"kill-") }, "no worker logged a kill- job")
+            let atKill = ids.filter { fixture.receipts.completed($0) }.count
+            fixture.kill(busy)
+            let done = try await fixture.waitCompleted(ids, seconds: 300)
+            try #require(done, "\(ids.filter { fixture.receipts.completed($0) }.count) of 400 completed after the kill")
+            let seconds = Date().timeIntervalSince(started)
+            let taker = fixture.workers.filter { $0.label != busy.label && $0.stdout.contains("\"job_id\":\"kill-") }.map(\.label)
+
+            let terminal = fixture.receipts.terminal()
+            var accepted: [Int64] = []
+            for (index, sequence) in sequences.enumerated() {
+                let receipts = terminal["kill-\(index)"]?[ios] ?? []
+                #expect(receipts.count == 1, "kill-\(index): \(receipts.map(\.stage))")
+                if receipts.first?.stage == .accepted { accepted.append(sequence) } else {
+                    #expect(receipts.first?.reason == .staleSequence, "kill-\(index)")
+                }
+            }
+            #expect(accepted == records)
+            let log = try await fixture.log(.ios, token: activityToken)
+            let delivered = log.compactMap { $0["payload"]?["aps"]?["content-state"]?["seq"]?.liveInteger }
+            let apnsIDs = log.compactMap { $0["apns_id"]?.stringValue }
+            let stamps = log.compactMap { $0["payload"]?["aps"]?["timestamp"]?.liveInteger }
+            var repeats = 0
+            for index in delivered.indices.dropFirst() {
+                if delivered[index] == delivered[index - 1] {
+                    repeats += 1
+                    #expect(apnsIDs[index] == apnsIDs[index - 1], "a repeated sequence is the same update resent")
+                } else {
+                    #expect(delivered[index] > delivered[index - 1], "sequence went backwards at \(index): \(delivered[index - 1]) then \(delivered[index])")
+                }
+            }
+            #expect(Array(Set(delivered)).sorted() == records)
+            #expect(zip(stamps, stamps.dropFirst()).allSatisfy { $0 <= $1 })
+            Self.report("killed worker", ["updates": 400, "completed_at_kill": atKill, "killed": busy.label, "taken_over_by": taker.description,
+                                          "delivered": delivered.count, "distinct": Set(delivered).count, "resent": repeats,
+                                          "seconds": String(format: "%.1f", seconds)])
+        }
+    }
+
     // MARK: Start, streams, end; a dead activity token
 
     /// Start goes to push-to-start tokens (iOS) and to Android subscriptions, which it attaches;

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import HeraldCore
 import HeraldKafka
 import HeraldPostgres
@@ -219,10 +220,22 @@ final class LiveActivityFixture {
         try await wait(seconds: seconds) { receipts.settled(jobs) }
     }
 
-    /// Stops everything and drops the database; logs stay when `keepLogs`.
+    /// SIGKILL: a crash, no drain. The worker is left out of the exit statuses.
+    func kill(_ worker: Background) {
+        killed.insert(worker.label)
+        Glibc.kill(worker.process.processIdentifier, SIGKILL)
+    }
+
+    private var killed: Set<String> = []
+
+    /// Stops everything and drops the database; logs stay when `keepLogs`. Returns the exit
+    /// statuses of the workers not killed.
     func tearDown(keepLogs: Bool) async -> [Int32] {
         var statuses: [Int32] = []
-        for worker in workers { statuses.append(await worker.stop()) }
+        for worker in workers {
+            let status = await worker.stop()
+            if !killed.contains(worker.label) { statuses.append(status) }
+        }
         simulator.map { _ = Subprocess.stop($0.process) }
         tail?.cancel()
         _ = await tail?.value
