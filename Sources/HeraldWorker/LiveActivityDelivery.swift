@@ -47,13 +47,16 @@ public struct LiveActivityTargets: Sendable {
     let activityID: String
     let event: LiveActivityUpdate.Event
     let attributesType: String?
+    /// Whether a start attaches the Android subscriptions it goes to (not when it was refused).
+    let attachesAndroid: Bool
 
     /// Targets of `update`'s event.
-    public init(repository: LiveActivityRepository, update: LiveActivityUpdate) {
+    public init(repository: LiveActivityRepository, update: LiveActivityUpdate, attachesAndroid: Bool = true) {
         self.repository = repository
         activityID = update.activityID
         event = update.event
         attributesType = update.attributesType
+        self.attachesAndroid = attachesAndroid
     }
 
     /// A start's members among `page` (audience members): iOS ones with a push-to-start token
@@ -75,7 +78,9 @@ public struct LiveActivityTargets: Sendable {
                 android.append((member.id, member.token))
             }
         }
-        try await repository.attachAndroid(appID: appID, activityID: activityID, android)
+        if attachesAndroid {
+            try await repository.attachAndroid(appID: appID, activityID: activityID, android)
+        }
         return members
     }
 }
@@ -136,7 +141,7 @@ struct LiveActivityPlanner: Sendable {
         case .ended?: dropping = .ended
         case .stale?, nil: dropping = .staleSequence
         }
-        let targets = LiveActivityTargets(repository: repository, update: update)
+        let targets = LiveActivityTargets(repository: repository, update: update, attachesAndroid: dropping == nil)
         if stored?.shardCount == nil {
             let estimate: Int
             if update.event == .start {
