@@ -335,6 +335,12 @@ struct LiveActivityEndToEndTests {
             #expect(androidLog.map { $0["message"]?["data"]?["live_update"]?.stringValue ?? "" } == ["START", "UPDATE", "UPDATE", "END"])
             #expect(androidLog.map { $0["message"]?["data"]?["stream_id"]?.stringValue ?? "" } == ["s1", "direct", "s2", "s2"])
             #expect(androidLog.map { $0["message"]?["data"]?["sequence"]?.stringValue ?? "" } == ["1", "1780000000", "1", "2"])
+            #expect(androidLog.map { $0["message"]?["data"]?["content_state"]?.stringValue ?? "" }
+                    == [#"{"eta":9}"#, #"{"eta":8}"#, #"{"eta":7}"#, #"{"eta":0}"#])
+            #expect(androidLog.allSatisfy { $0["message"]?["data"]?["activity_id"] == .string("ride-1")
+                                            && $0["message"]?["android"]?["collapse_key"] == .string("ride-1") })
+            #expect(androidLog.map { $0["message"]?["android"]?["priority"]?.stringValue ?? "" } == ["high", "normal", "normal", "high"])
+            #expect(androidLog.first?["message"]?["data"]?["alert"] == .string(#"{"body":"Booked","sound":"ping.caf","title":"Your ride"}"#))
 
             // A new start opens the ended activity again.
             try await fixture.produce([fixture.liveJob(id: "ride-restart", activity: "ride-1", event: "start", stream: "s4", sequence: 1,
