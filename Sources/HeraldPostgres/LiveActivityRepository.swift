@@ -1,4 +1,4 @@
-public import HeraldCore
+import HeraldCore
 
 /// What the numbering check of a live-activity update decided.
 public enum LiveActivityMark: Sendable, Equatable {
