@@ -55,7 +55,7 @@ let package = Package(
         .testTarget(name: "HeraldSimTests", dependencies: ["HeraldSim", "HeraldHTTP2", "HeraldCrypto", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
         // Runs the built `herald` binary as a subprocess (validate-job, migrate, dev-broker, send,
         // tail, jobs); HeraldKafka and HeraldPostgres set up and read back what the commands touch.
-        .testTarget(name: "heraldTests", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldKafka", "HeraldPostgres", "HeraldTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "heraldTests", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldKafka", "HeraldPostgres", "HeraldSim", "HeraldTestSupport"], swiftSettings: swiftSettings),
     ],
     swiftLanguageModes: [.v6]
 )

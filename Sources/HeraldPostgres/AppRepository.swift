@@ -1,4 +1,5 @@
 internal import HeraldCrypto
+public import HeraldCore
 import Foundation
 
 /// `HERALD_CREDENTIALS_KEY`: the AES-256-GCM key provider credentials are stored under.
@@ -109,11 +110,15 @@ public struct AppSettings: Sendable, Equatable {
     /// Why APNs / FCM sends are halted; nil = sending.
     public var apnsHaltedReason: String?
     public var fcmHaltedReason: String?
+    /// The app's notification channels by key (read with the app, so a shard sees the current versions).
+    public var channels: [String: NotificationChannel] = [:]
 
     /// An app's settings; halts are read from the database, never written through this type.
     public init(id: String, name: String, apns: APNsTokenCredentials? = nil, fcm: FCMCredentials? = nil,
                 payloadProfile: String = "sdk", defaultTimeZone: String = "UTC",
-                apnsHaltedReason: String? = nil, fcmHaltedReason: String? = nil) {
+                apnsHaltedReason: String? = nil, fcmHaltedReason: String? = nil,
+                channels: [String: NotificationChannel] = [:]) {
+        self.channels = channels
         self.id = id
         self.name = name
         self.apns = apns
@@ -191,8 +196,9 @@ public struct AppRepository: Sendable {
     /// ciphertext is a `credentials` error that says so.
     public func app(id: String) async throws(PostgresError) -> AppSettings? {
         let rows = try await pool.query("SELECT \(Self.settingsColumns) FROM apps WHERE id = $1", [id])
-        guard let row = rows.rows.first else { return nil }
-        return try decode(row)
+        guard let row = rows.rows.first, var app = try decode(row) else { return nil }
+        app.channels = try await channels(appID: app.id)
+        return app
     }
 
     /// An `apps` row of ``settingsColumns`` with its credentials decrypted.
@@ -323,22 +329,96 @@ public struct AppRepository: Sendable {
         if updated.affected == 0 { throw PostgresError(.notFound, "no app \(appID)") }
     }
 
-    /// Creates or replaces a notification channel.
-    public func upsertChannel(appID: String, id: String, name: String, importance: String = "default", sound: String? = nil) async throws(PostgresError) {
-        try await pool.query("""
-            INSERT INTO channels (app_id, id, name, importance, sound) VALUES ($1, $2, $3, $4, $5)
-            ON CONFLICT (app_id, id) DO UPDATE SET name = EXCLUDED.name, importance = EXCLUDED.importance, sound = EXCLUDED.sound
-            """, [appID, id, name, importance, sound])
+    /// Creates or replaces the app's channel `channel.key`. The stored version moves by one when
+    /// an Android setting changed (a trigger does it, whoever writes the row); `channel.version`
+    /// is ignored. Returns the channel as stored.
+    @discardableResult
+    public func upsertChannel(appID: String, _ channel: NotificationChannel) async throws(PostgresError) -> NotificationChannel {
+        let (soundMode, soundName) = Self.columns(channel.sound, custom: "custom") { $0 }
+        let (vibrationMode, pattern) = Self.columns(channel.vibration, custom: "pattern") { SQLValue.array($0.map { String($0) }) }
+        let (lightMode, colour) = Self.columns(channel.light, custom: "colour") { $0 }
+        let rows = try await pool.query("""
+            INSERT INTO channels AS c (app_id, id, name, description, importance, sound_mode, sound, vibration_mode, vibration_pattern,
+                                       light_mode, light_colour, lockscreen_visibility, badge, bypass_dnd, group_id, android_channel_id,
+                                       ios_sound, ios_interruption_level, ios_relevance_score, ios_thread_id)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::integer[], $10, $11, $12, $13::boolean, $14::boolean, $15, $16, $17, $18,
+                    $19::double precision, $20)
+            ON CONFLICT (app_id, id) DO UPDATE SET
+                name = EXCLUDED.name, description = EXCLUDED.description, importance = EXCLUDED.importance,
+                sound_mode = EXCLUDED.sound_mode, sound = EXCLUDED.sound, vibration_mode = EXCLUDED.vibration_mode,
+                vibration_pattern = EXCLUDED.vibration_pattern, light_mode = EXCLUDED.light_mode, light_colour = EXCLUDED.light_colour,
+                lockscreen_visibility = EXCLUDED.lockscreen_visibility, badge = EXCLUDED.badge, bypass_dnd = EXCLUDED.bypass_dnd,
+                group_id = EXCLUDED.group_id, android_channel_id = EXCLUDED.android_channel_id, ios_sound = EXCLUDED.ios_sound,
+                ios_interruption_level = EXCLUDED.ios_interruption_level, ios_relevance_score = EXCLUDED.ios_relevance_score,
+                ios_thread_id = EXCLUDED.ios_thread_id
+            RETURNING \(Self.channelColumns)
+            """, [appID, channel.key, channel.name, channel.description, channel.importance.rawValue, soundMode, soundName,
+                  vibrationMode, pattern, lightMode, colour, channel.lockscreenVisibility.rawValue, channel.badge ? "true" : "false",
+                  channel.bypassDoNotDisturb ? "true" : "false", channel.group, channel.pinnedAndroidID, channel.iosSound,
+                  channel.iosInterruptionLevel?.rawValue, channel.iosRelevanceScore.map { String($0) }, channel.iosThreadID],
+            idempotent: true)
+        guard let row = rows.rows.first, let stored = Self.channel(row) else {
+            throw PostgresError(.unexpectedResult, "channel \(appID)/\(channel.key) was not stored")
+        }
+        return stored
     }
 
-    /// The app's channels: id → (name, importance, sound).
-    public func channels(appID: String) async throws(PostgresError) -> [String: (name: String, importance: String, sound: String?)] {
-        let rows = try await pool.query("SELECT id, name, importance, sound FROM channels WHERE app_id = $1", [appID])
-        var channels: [String: (name: String, importance: String, sound: String?)] = [:]
+    /// Deletes the app's channel `key`; false when there was none.
+    @discardableResult
+    public func deleteChannel(appID: String, key: String) async throws(PostgresError) -> Bool {
+        try await pool.query("DELETE FROM channels WHERE app_id = $1 AND id = $2", [appID, key]).affected == 1
+    }
+
+    /// The app's channels by key.
+    public func channels(appID: String) async throws(PostgresError) -> [String: NotificationChannel] {
+        let rows = try await pool.query("SELECT \(Self.channelColumns) FROM channels WHERE app_id = $1", [appID])
+        var channels: [String: NotificationChannel] = [:]
         for row in rows.rows {
-            guard let id = row[0], let name = row[1], let importance = row[2] else { continue }
-            channels[id] = (name, importance, row[3])
+            if let channel = Self.channel(row) { channels[channel.key] = channel }
         }
         return channels
+    }
+
+    static let channelColumns = """
+        id, name, description, importance, sound_mode, sound, vibration_mode, vibration_pattern::text, light_mode, light_colour, \
+        lockscreen_visibility, badge, bypass_dnd, group_id, android_channel_id, version, ios_sound, ios_interruption_level, \
+        ios_relevance_score, ios_thread_id
+        """
+
+    /// (mode, value) columns of an off / default / custom setting.
+    static func columns<T>(_ setting: NotificationChannel.Setting<T>, custom: String, _ text: (T) -> String) -> (String, String?) {
+        switch setting {
+        case .off: ("off", nil)
+        case .platformDefault: ("default", nil)
+        case .custom(let value): (custom, text(value))
+        }
+    }
+
+    static func channel(_ row: [String?]) -> NotificationChannel? {
+        guard let key = row[0], let name = row[1], let version = row[15].flatMap({ Int($0) }) else { return nil }
+        var channel = NotificationChannel(key: key, name: name, version: version)
+        channel.description = row[2]
+        channel.importance = row[3].flatMap(NotificationChannel.Importance.init(rawValue:)) ?? .medium
+        func setting<T>(_ mode: String?, _ value: T?) -> NotificationChannel.Setting<T> {
+            switch mode {
+            case "off": return .off
+            case "custom", "pattern", "colour": return value.map { .custom($0) } ?? .platformDefault
+            default: return .platformDefault
+            }
+        }
+        channel.sound = setting(row[4], row[5])
+        let pattern = row[7].map { $0.trimmingCharacters(in: ["{", "}"]).split(separator: ",").compactMap { Int($0) } }
+        channel.vibration = setting(row[6], pattern)
+        channel.light = setting(row[8], row[9])
+        channel.lockscreenVisibility = row[10].flatMap(NotificationChannel.Visibility.init(rawValue:)) ?? .private
+        channel.badge = row[11] == "t"
+        channel.bypassDoNotDisturb = row[12] == "t"
+        channel.group = row[13]
+        channel.pinnedAndroidID = row[14]
+        channel.iosSound = row[16]
+        channel.iosInterruptionLevel = row[17].flatMap(NotificationContent.InterruptionLevel.init(rawValue:))
+        channel.iosRelevanceScore = row[18].flatMap { Double($0) }
+        channel.iosThreadID = row[19]
+        return channel
     }
 }

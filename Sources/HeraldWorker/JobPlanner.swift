@@ -10,12 +10,14 @@ public struct JobPlanner: Sendable {
     let context: PipelineContext
     let runner: ShardRunner
     let shardSize: Int
+    let liveActivities: LiveActivityPlanner
 
-    /// A planner.
-    public init(context: PipelineContext, runner: ShardRunner, shardSize: Int) {
+    /// A planner; `liveActivities` holds the numbering marks of live activities.
+    public init(context: PipelineContext, runner: ShardRunner, shardSize: Int, liveActivities: LiveActivityRepository) {
         self.context = context
         self.runner = runner
         self.shardSize = shardSize
+        self.liveActivities = LiveActivityPlanner(context: context, runner: runner, repository: liveActivities)
     }
 
     /// Handles one job message; true when its offset may be committed.
@@ -25,9 +27,6 @@ public struct JobPlanner: Sendable {
             job = try Job.decode(message.value)
         } catch {
             return await deadLetter(message, reason: "invalid job: \(error)")
-        }
-        if job.kind == .liveActivity {
-            return await deadLetter(message, reason: "live_activity jobs are not delivered by this version of Herald yet")
         }
         var delay = Duration.seconds(1)
         while true {
@@ -75,6 +74,9 @@ public struct JobPlanner: Sendable {
             planned = first
         } else {
             planned = job
+        }
+        if planned.kind == .liveActivity {
+            return try await liveActivities.run(planned, stored: stored)
         }
         if explicit {
             let single = Shard(jobID: planned.id, appID: planned.appID, shardNo: 0, shardCount: 1, idFrom: Shard.minimumID, idTo: nil, createdAt: .now)

@@ -101,7 +101,8 @@ public final class Worker: Sendable {
                                       subscriptions: SubscriptionRepository(pool: pool), directory: directory, publisher: publisher,
                                       metrics: metrics, log: log, settings: configuration.shard, stop: stop)
         let runner = ShardRunner(context: context)
-        let planner = JobPlanner(context: context, runner: runner, shardSize: configuration.shardSize)
+        let planner = JobPlanner(context: context, runner: runner, shardSize: configuration.shardSize,
+                                 liveActivities: LiveActivityRepository(pool: pool))
         let events = DeviceEventProcessor(context: context, dedupe: DeviceEventDedupe(pool: pool))
 
         // 3. Consumers, last: from here on work arrives.
@@ -176,7 +177,7 @@ public final class Worker: Sendable {
                 tasks.addTask {
                     await lane.run(stop: stop, busy: busy) { message in
                         if message.topic == topics.shards || message.topic == topics.shardsUrgent {
-                            return await Self.handleShard(message, context: context, runner: runner)
+                            return await Self.handleShard(message, context: context, runner: runner, liveActivities: planner.liveActivities)
                         }
                         if message.topic == topics.deviceEvents { return await events.handle(message) }
                         return await planner.handle(message)
@@ -228,8 +229,10 @@ public final class Worker: Sendable {
     }
 
     /// Runs one shard message: decodes it (a bad one is dead-lettered), reads its job from the
-    /// `jobs` table, and runs it.
-    static func handleShard(_ message: KafkaMessage, context: PipelineContext, runner: ShardRunner) async -> Bool {
+    /// `jobs` table, and runs it. A live-activity job's shard (re-queued by `herald jobs resume`)
+    /// goes to the activity's tokens with the job's recorded numbering verdict, never to an audience.
+    static func handleShard(_ message: KafkaMessage, context: PipelineContext, runner: ShardRunner,
+                            liveActivities: LiveActivityPlanner) async -> Bool {
         let shard: Shard
         do {
             shard = try Shard.decode(message.value)
@@ -248,11 +251,14 @@ public final class Worker: Sendable {
                 } catch {
                     return await PipelineDeadLetters.send(message, reason: "the stored job \(shard.jobID) no longer validates: \(error)", context: context)
                 }
+                if job.kind == .liveActivity {
+                    return try await liveActivities.run(job, stored: stored)
+                }
                 return await runner.run(job: job, shard: shard).commitsMessage
             } catch {
                 if context.stop.isSet { return false }
                 context.metrics.postgresError()
-                context.log.error("cannot read the shard's job; retrying", ["job_id": .string(shard.jobID), "error": .string(error.description)])
+                context.log.error("cannot read the shard's job; retrying", ["job_id": .string(shard.jobID), "error": .string("\(error)")])
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(30))
             }

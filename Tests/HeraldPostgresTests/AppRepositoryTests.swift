@@ -1,3 +1,4 @@
+import HeraldCore
 import HeraldPostgres
 import HeraldTestSupport
 import Testing
@@ -40,8 +41,6 @@ struct AppRepositoryTests {
         }
         try await apps.setHalt(appID: "other", provider: "fcm", reason: "credentials")
         #expect(try await pool.query("SELECT fcm_halted_reason, apns_halted_reason FROM apps WHERE id = 'other'").rows == [["credentials", nil]])
-        try await apps.upsertChannel(appID: "other", id: "news", name: "News", importance: "high")
-        #expect(try await apps.channels(appID: "other")["news"]?.importance == "high")
         await #expect(throws: PostgresError.self) { try CredentialsKey(base64: "short") }
         await database.tearDown(pool)
     }
@@ -94,6 +93,49 @@ struct AppRepositoryTests {
             (error as? PostgresError)?.code == .credentials && (error as? PostgresError)?.message.contains("nothing was changed") == true
         }
         #expect(try await rekeyed.app(id: "demo")?.fcm == fcm)
+        await database.tearDown(pool)
+    }
+
+    /// Issue 9: every Android setting change moves the version (and so the channel id
+    /// nf_<key>_v<version>); renaming, the iOS side and an unchanged write do not.
+    @Test func androidSettingChangesBumpTheChannelVersion() async throws {
+        let (database, pool) = try await TestDatabase.migrated(apps: ["app"])
+        let apps = AppRepository(pool: pool, key: try CredentialsKey(base64: Self.keyA))
+        var channel = NotificationChannel(key: "orders", name: "Orders")
+        channel.importance = .high
+        channel.vibration = .custom([0, 250, 100, 250])
+        channel.light = .custom("#ff8800")
+        channel.iosInterruptionLevel = .timeSensitive
+        var stored = try await apps.upsertChannel(appID: "app", channel)
+        #expect(stored.version == 1 && stored.androidID == "nf_orders_v1")
+        #expect(stored.vibration == .custom([0, 250, 100, 250]) && stored.light == .custom("#ff8800") && stored.iosInterruptionLevel == .timeSensitive)
+        stored = try await apps.upsertChannel(appID: "app", channel)
+        #expect(stored.version == 1)
+        channel.name = "Your orders"
+        channel.iosSound = "chime.caf"
+        stored = try await apps.upsertChannel(appID: "app", channel)
+        #expect(stored.version == 1 && stored.name == "Your orders" && stored.iosSound == "chime.caf")
+        var expected = 1
+        let changes: [(inout NotificationChannel) -> Void] = [
+            { $0.importance = .urgent }, { $0.sound = .custom("bell") }, { $0.sound = .off }, { $0.vibration = .off },
+            { $0.light = .platformDefault }, { $0.lockscreenVisibility = .public }, { $0.badge = false }, { $0.bypassDoNotDisturb = true },
+            { $0.group = "shop" },
+        ]
+        for change in changes {
+            change(&channel)
+            expected += 1
+            stored = try await apps.upsertChannel(appID: "app", channel)
+            #expect(stored.version == expected)
+        }
+        #expect(stored.androidID == "nf_orders_v\(expected)")
+        // A write by someone else (the upstream API) bumps it too.
+        try await pool.query("UPDATE channels SET importance = 'low' WHERE app_id = 'app' AND id = 'orders'", idempotent: false)
+        let loaded = try #require(try await apps.app(id: "app")?.channels["orders"])
+        #expect(loaded.version == expected + 1 && loaded.importance == .low)
+        channel.pinnedAndroidID = "orders"
+        #expect(try await apps.upsertChannel(appID: "app", channel).androidID == "orders")
+        #expect(try await apps.deleteChannel(appID: "app", key: "orders"))
+        #expect(try await apps.channels(appID: "app").isEmpty)
         await database.tearDown(pool)
     }
 }
