@@ -7,14 +7,14 @@ import HeraldWorker
 
 /// `herald dev [--devices N] [--workers W] [--demo] [--exit]`: everything on one machine
 /// (DESIGN §6): an embedded Kafka broker, a throwaway PostgreSQL, the APNs/FCM simulators, a
-/// demo app with N devices, and W `herald run` worker processes; `--demo` also sends a campaign
-/// and a VoIP push and shows their progress. Ctrl-C stops and removes everything.
+/// demo app with N devices, and W `herald run` worker processes; `--demo` also sends a campaign,
+/// a VoIP push and a live-activity sequence and shows their progress. Ctrl-C stops and removes everything.
 enum DevCommand {
     static let usage = """
         usage: herald dev [--devices N] [--workers W] [--demo] [--exit] [--ios-share X] [--unregistered-share X] [--timeout S]
           --devices N             demo devices to seed (default 10000)
           --workers W             worker processes (default 2)
-          --demo                  send a demo campaign and a VoIP push, show progress and a summary
+          --demo                  send a demo campaign, a VoIP push and a live activity (start, 3 updates, end), show progress and a summary
           --exit                  with --demo: exit 0 once every demo receipt is in (1 on --timeout, default 600 s)
           --ios-share X           share of iOS devices (default 0.5)
           --unregistered-share X  share of tokens the simulators call unregistered (default 0.01)

@@ -64,6 +64,40 @@ struct DevDemo {
             Console.error("herald dev: cannot pick VoIP devices: \(error)")
         }
 
+        // A live activity: start (to devices holding a push-to-start token, and Android ones),
+        // three updates and an end, one after another like a delivery tracker.
+        let activity = "demo-delivery-\(suffix)"
+        var laDevices: [(id: String, platform: String)] = []
+        do {
+            let rows = try await pool.query("""
+                (SELECT id::text, platform FROM subscriptions WHERE app_id = 'demo' AND platform = 'ios'
+                   AND opted_in AND invalidated_at IS NULL ORDER BY id DESC LIMIT 3)
+                UNION ALL
+                (SELECT id::text, platform FROM subscriptions WHERE app_id = 'demo' AND platform = 'android'
+                   AND opted_in AND invalidated_at IS NULL ORDER BY id DESC LIMIT 3)
+                """)
+            laDevices = rows.rows.compactMap { row in row[0].flatMap { id in row[1].map { (id, $0) } } }
+            for device in laDevices where device.platform == "ios" {
+                // What the upstream API stores when the app reports its push-to-start token.
+                try await pool.query("""
+                    INSERT INTO push_to_start_tokens (app_id, subscription_id, attributes_type, token)
+                    VALUES ('demo', $1::uuid, 'DeliveryAttributes', encode(sha256(convert_to($1 || ':pts', 'UTF8')), 'hex'))
+                    ON CONFLICT DO NOTHING
+                    """, [device.id], idempotent: false)
+            }
+        } catch {
+            Console.error("herald dev: cannot prepare the live activity: \(error)")
+            laDevices = []
+        }
+        let laSteps: [LiveActivityStep] = laDevices.isEmpty ? [] : [
+            LiveActivityStep(event: "start", sequence: 0, state: ["status": .string("preparing"), "eta_minutes": .int(30)], name: "live activity: start"),
+            LiveActivityStep(event: "update", sequence: 1, state: ["status": .string("cooking"), "eta_minutes": .int(20)], name: "live activity: update 1"),
+            LiveActivityStep(event: "update", sequence: 2, state: ["status": .string("on the way"), "eta_minutes": .int(10)], name: "live activity: update 2"),
+            LiveActivityStep(event: "update", sequence: 3, state: ["status": .string("at the door"), "eta_minutes": .int(1)], name: "live activity: update 3"),
+            LiveActivityStep(event: "end", sequence: 4, state: ["status": .string("delivered"), "eta_minutes": .int(0)], name: "live activity: end"),
+        ]
+        let laAudience = laDevices.map(\.id)
+
         let producer: KafkaProducer
         let consumer: KafkaConsumer
         do {
@@ -89,7 +123,43 @@ struct DevDemo {
             progress[job.id] = JobProgress(name: job.name, kind: job.kind)
             print("sent \(job.kind) job \(job.id): \(job.name)")
         }
+        for step in laSteps {
+            progress[step.jobID(activity)] = JobProgress(name: step.name, kind: "live_activity")
+        }
         fflush(nil)
+        // The live activity's steps go one after another: the start must have reached the
+        // devices before they could report their activity tokens (simulated here, as the
+        // upstream API would store them), and then each update in turn.
+        let resultsTopic = topics.jobs
+        let database = pool
+        let iosDevices = laDevices.filter { $0.platform == "ios" }.map(\.id)
+        let sequence = Task { () -> String? in
+            for step in laSteps {
+                let id = step.jobID(activity)
+                do {
+                    _ = try await producer.send(topic: resultsTopic, key: "demo/\(activity)",
+                                                value: step.body(activity: activity, audience: laAudience).serialized())
+                } catch {
+                    return "could not send \(id): \(error)"
+                }
+                let deadline = ContinuousClock.now + .seconds(120)
+                while ContinuousClock.now < deadline {
+                    let done = try? await database.query("SELECT completed_at IS NOT NULL FROM jobs WHERE id = $1", [id])
+                    if done?.rows.first?.first == "t" { break }
+                    try? await Task.sleep(for: .milliseconds(100))
+                }
+                if step.event == "start" {
+                    for device in iosDevices {
+                        _ = try? await database.query("""
+                            INSERT INTO activity_tokens (app_id, activity_id, subscription_id, token)
+                            VALUES ('demo', $1, $2::uuid, encode(sha256(convert_to($2 || ':activity', 'UTF8')), 'hex'))
+                            ON CONFLICT DO NOTHING
+                            """, [activity, device], idempotent: false)
+                    }
+                }
+            }
+            return nil
+        }
 
         let interactive = isatty(STDOUT_FILENO) == 1
         let started = ContinuousClock.now
@@ -156,9 +226,13 @@ struct DevDemo {
             if progress.values.allSatisfy({ $0.completed != nil }) { break }
         }
         if interactive { print("") }
+        if let problem = await sequence.value {
+            Console.error("herald dev: \(problem)")
+            status = 1
+        }
         await consumer.close()
         _ = await producer.flush()
-        printSummary(progress, order: jobs.map(\.id))
+        printSummary(progress, order: jobs.map(\.id) + laSteps.map { $0.jobID(activity) })
         if status == 0 {
             // The receipts must add up to the totals the workers recorded.
             for (id, job) in progress {
@@ -200,5 +274,37 @@ struct DevDemo {
         }
         print("")
         fflush(nil)
+    }
+}
+
+/// One step of the demo's live activity.
+struct LiveActivityStep: Sendable {
+    let event: String
+    let sequence: Int
+    let state: [String: JSONValue]
+    let name: String
+
+    func jobID(_ activity: String) -> String { "\(activity):\(event):\(sequence)" }
+
+    func body(activity: String, audience: [String]) -> JSONValue {
+        var update: [String: JSONValue] = [
+            "activity_id": .string(activity), "event": .string(event), "stream_id": .string("demo-session"),
+            "sequence": .int(sequence), "content_state": .object(state),
+        ]
+        var body: [String: JSONValue] = [
+            "schema": .string(Job.schemaName), "id": .string(jobID(activity)), "app_id": .string("demo"),
+            "kind": .string("live_activity"), "created_at": .string(Timestamp.now.description),
+        ]
+        if event == "start" {
+            update["alert"] = .object(["title": .string("Order confirmed"), "body": .string("Follow it on the Lock Screen.")])
+            update["attributes_type"] = .string("DeliveryAttributes")
+            update["attributes"] = .object(["restaurant": .string("Pizza Nova")])
+            body["audience"] = .object(["subscription_ids": .array(audience.map(JSONValue.string))])
+        }
+        if event == "end" {
+            update["alert"] = .object(["title": .string("Delivered"), "body": .string("Enjoy your meal.")])
+        }
+        body["live_activity"] = .object(update)
+        return .object(body)
     }
 }

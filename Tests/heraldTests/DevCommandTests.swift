@@ -18,6 +18,9 @@ struct DevCommandTests {
         #expect(result.stdout.contains("all receipts are in"))
         #expect(result.stdout.contains("campaign to every device"))
         #expect(result.stdout.contains("VoIP call to"))
+        for step in ["start", "update 1", "update 2", "update 3", "end"] {
+            #expect(result.stdout.contains("live activity: \(step)"), "the live-activity sequence: \(step)")
+        }
         #expect(result.stdout.contains("sent/s"), "a progress line")
         // The summary's campaign row: audience, accepted, unregistered, failed, dropped, seconds.
         let row = try #require(result.stdout.split(separator: "\n").first { $0.hasPrefix("campaign to every device") })
