@@ -119,62 +119,88 @@ final class DevEnvironment: @unchecked Sendable {
         fflush(nil)
     }
 
-    func run(_ options: DevCommand.Options, stop: StopSignal) async -> Int32 {
+    /// What a started environment offers its user.
+    struct Started {
+        let directory: URL
+        let postgres: DevPostgres
+        let cluster: EmbeddedKafkaCluster
+        let simulator: Simulator
+        let pool: PostgresPool
+        let credentialsKey: String
+        let environment: [String: String]
+    }
+
+    /// Starts PostgreSQL, the broker (topics of `partitions`), the simulators, migrates and seeds
+    /// the `demo` app; the workers are started by the caller.
+    func start(devices: Int, iosShare: Double, unregisteredShare: Double, workers: Int, partitions: Int32 = 4,
+               simulatorThreads: Int = 1, quiet: Bool = false) async throws -> Started {
         var template = Array("/tmp/herald-dev.XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else {
-            Console.error("herald dev: cannot create a temporary directory in /tmp")
-            return 70
-        }
+        guard let made = mkdtemp(&template) else { throw DevPostgres.Failure(description: "cannot create a temporary directory in /tmp") }
         let directory = URL(fileURLWithPath: String(cString: made))
         self.directory = directory
+        let say: (String) -> Void = quiet ? { Console.error($0) } : { self.say($0) }
+        say("herald dev: starting PostgreSQL …")
+        let postgres = try await DevPostgres.start()
+        self.postgres = postgres
+
+        say("herald dev: starting the Kafka broker (embedded mock cluster) …")
+        let cluster = try EmbeddedKafkaCluster(brokers: 1)
+        self.cluster = cluster
+        for topic in [topics.jobs, topics.jobsUrgent, topics.shards, topics.shardsUrgent, topics.results, topics.deviceEvents, topics.metrics, topics.deadLetters] {
+            try cluster.createTopic(topic, partitions: partitions)
+        }
+
+        say("herald dev: starting the APNs and FCM simulators …")
+        var simulatorConfiguration = Simulator.Configuration(stateDirectory: directory.appendingPathComponent("sim"))
+        simulatorConfiguration.faults.unregistered = UnregisteredShare(unregisteredShare)
+        simulatorConfiguration.threads = simulatorThreads
+        let simulator = try Simulator(configuration: simulatorConfiguration)
+        self.simulator = simulator
+
+        say("herald dev: migrating and seeding \(devices) demo devices …")
+        var keyBytes = [UInt8](repeating: 0, count: 32)
+        guard getentropy(&keyBytes, 32) == 0 else { throw DevPostgres.Failure(description: "no randomness for the credentials key") }
+        let credentialsKey = Data(keyBytes).base64EncodedString()
+        let pool = PostgresPool(PostgresPoolConfiguration(url: postgres.url, size: 2, statementTimeout: .zero, applicationName: "herald-dev"))
         do {
-            say("herald dev: starting PostgreSQL …")
-            let postgres = try await DevPostgres.start()
-            self.postgres = postgres
+            try await pool.withConnection { connection throws(PostgresError) in _ = try await Migrator().migrate(connection) }
+            let credentials = try SeedCommand.readCredentials(directory.appendingPathComponent("sim"))
+            try await AppRepository(pool: pool, key: try CredentialsKey(base64: credentialsKey))
+                .upsert(id: "demo", name: "Herald demo", apns: credentials.apns, fcm: credentials.fcm)
+            var seed = SeedOptions(appID: "demo", devices: devices)
+            seed.iosShare = iosShare
+            _ = try await SubscriptionSeeder(pool: pool).seed(seed)
+        } catch {
+            await pool.close()
+            throw error
+        }
+        let environment: [String: String] = [
+            "HERALD_KAFKA_BROKERS": cluster.bootstrapServers,
+            "HERALD_DATABASE_URL": postgres.url,
+            "HERALD_CREDENTIALS_KEY": credentialsKey,
+            "HERALD_APNS_ENDPOINT": "https://127.0.0.1:\(simulator.apnsPort)",
+            "HERALD_FCM_ENDPOINT": "https://127.0.0.1:\(simulator.fcmPort)",
+            "HERALD_TLS_CA_FILE": directory.appendingPathComponent("sim/ca.pem").path,
+            // The mock cluster holds a rebalance for session.timeout.ms: keep it short here.
+            "HERALD_KAFKA_PROPERTY_SESSION_TIMEOUT_MS": "6000",
+            "HERALD_SHARD_SIZE": String(max(1000, min(50_000, devices / max(1, workers * 4)))),
+            "HERALD_METRICS_INTERVAL_SECONDS": "2",
+        ]
+        return Started(directory: directory, postgres: postgres, cluster: cluster, simulator: simulator, pool: pool,
+                       credentialsKey: credentialsKey, environment: environment)
+    }
 
-            say("herald dev: starting the Kafka broker (embedded mock cluster) …")
-            let cluster = try EmbeddedKafkaCluster(brokers: 1)
-            self.cluster = cluster
-            for topic in [topics.jobs, topics.jobsUrgent, topics.shards, topics.shardsUrgent, topics.results, topics.deviceEvents, topics.metrics, topics.deadLetters] {
-                try cluster.createTopic(topic, partitions: 4)
-            }
-
-            say("herald dev: starting the APNs and FCM simulators …")
-            var simulatorConfiguration = Simulator.Configuration(stateDirectory: directory.appendingPathComponent("sim"))
-            simulatorConfiguration.faults.unregistered = UnregisteredShare(options.unregisteredShare)
-            let simulator = try Simulator(configuration: simulatorConfiguration)
-            self.simulator = simulator
-
-            say("herald dev: migrating and seeding \(options.devices) demo devices …")
-            var keyBytes = [UInt8](repeating: 0, count: 32)
-            guard getentropy(&keyBytes, 32) == 0 else { throw DevPostgres.Failure(description: "no randomness for the credentials key") }
-            let credentialsKey = Data(keyBytes).base64EncodedString()
-            let pool = PostgresPool(PostgresPoolConfiguration(url: postgres.url, size: 2, statementTimeout: .zero, applicationName: "herald-dev"))
-            do {
-                try await pool.withConnection { connection throws(PostgresError) in _ = try await Migrator().migrate(connection) }
-                let credentials = try SeedCommand.readCredentials(directory.appendingPathComponent("sim"))
-                try await AppRepository(pool: pool, key: try CredentialsKey(base64: credentialsKey))
-                    .upsert(id: "demo", name: "Herald demo", apns: credentials.apns, fcm: credentials.fcm)
-                var seed = SeedOptions(appID: "demo", devices: options.devices)
-                seed.iosShare = options.iosShare
-                _ = try await SubscriptionSeeder(pool: pool).seed(seed)
-            } catch {
-                await pool.close()
-                throw error
-            }
-
-            let environment: [String: String] = [
-                "HERALD_KAFKA_BROKERS": cluster.bootstrapServers,
-                "HERALD_DATABASE_URL": postgres.url,
-                "HERALD_CREDENTIALS_KEY": credentialsKey,
-                "HERALD_APNS_ENDPOINT": "https://127.0.0.1:\(simulator.apnsPort)",
-                "HERALD_FCM_ENDPOINT": "https://127.0.0.1:\(simulator.fcmPort)",
-                "HERALD_TLS_CA_FILE": directory.appendingPathComponent("sim/ca.pem").path,
-                // The mock cluster holds a rebalance for session.timeout.ms: keep it short here.
-                "HERALD_KAFKA_PROPERTY_SESSION_TIMEOUT_MS": "6000",
-                "HERALD_SHARD_SIZE": String(max(1000, min(50_000, options.devices / max(1, options.workers * 4)))),
-                "HERALD_METRICS_INTERVAL_SECONDS": "2",
-            ]
+    func run(_ options: DevCommand.Options, stop: StopSignal) async -> Int32 {
+        do {
+            let started = try await start(devices: options.devices, iosShare: options.iosShare, unregisteredShare: options.unregisteredShare,
+                                          workers: options.workers)
+            let directory = started.directory
+            let cluster = started.cluster
+            let postgres = started.postgres
+            let simulator = started.simulator
+            let pool = started.pool
+            let credentialsKey = started.credentialsKey
+            let environment = started.environment
             // The key is written to a file only the owner can read, never printed: logs and
             // terminals are not places for credentials.
             let keyFile = directory.appendingPathComponent("credentials-key")
@@ -223,7 +249,7 @@ final class DevEnvironment: @unchecked Sendable {
         }
     }
 
-    private func startWorkers(_ count: Int, environment: [String: String], directory: URL) async throws {
+    func startWorkers(_ count: Int, environment: [String: String], directory: URL) async throws {
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         var base = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("HERALD_") }
         base.merge(environment) { $1 }
