@@ -715,6 +715,12 @@ final class ShardRun {
             index += 1000
         }
         for row in rows {
+            // Parked beyond the checkpointed cursor: the sweep from the cursor sends it again as
+            // a first attempt, so the parked copy goes (a second copy would be sent and counted twice).
+            if lease.cursor.map({ row.subscriptionID.lowercased() > $0.lowercased() }) ?? true {
+                resolvedParked.insert(row.subscriptionID)
+                continue
+            }
             guard let member = members[row.subscriptionID] else {
                 // Deleted meanwhile: nothing to send to.
                 let ghost = AudienceMember(id: row.subscriptionID, platform: .android, token: "", sandbox: false, sdk: false,
