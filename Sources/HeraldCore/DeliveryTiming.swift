@@ -46,8 +46,8 @@ public struct SubscriptionTiming: Sendable, Equatable {
 
 /// When one subscription gets a scheduled job.
 public enum PlannedRelease: Sendable, Equatable {
-    /// Send at `at` (may be now). `reason` says why it waits (local-time, best-hour,
-    /// quiet-hours) or nil when it goes now; `reported` is true when it must be reported at once
+    /// Send at `at` (may be now). `reason` says what decided the instant (local-time,
+    /// best-hour, quiet-hours), nil when nothing did; `reported` is true when it must be reported at once
     /// as `deferred` (quiet hours).
     case at(Timestamp, reason: Receipt.Reason?, reported: Bool)
     /// Not sent: the local time has passed today and the job is `same_day_only`.
@@ -143,6 +143,6 @@ public enum DeliveryTiming {
         if delivery.respectQuietHours, let end = quietEnd(subscription.quiet ?? .default, zone: zone, at: at) {
             return .at(end, reason: .quietHours, reported: true)
         }
-        return .at(at, reason: at > start ? reason : nil, reported: false)
+        return .at(at, reason: reason, reported: false)
     }
 }

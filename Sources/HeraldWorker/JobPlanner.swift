@@ -10,6 +10,8 @@ public struct JobPlanner: Sendable {
     let context: PipelineContext
     let runner: ShardRunner
     let shardSize: Int
+    /// Plans jobs with send_after, local_time, quiet hours or best hour into sub-jobs (issue 10).
+    public var scheduling: SchedulePlanner?
 
     /// A planner.
     public init(context: PipelineContext, runner: ShardRunner, shardSize: Int) {
@@ -76,6 +78,10 @@ public struct JobPlanner: Sendable {
         } else {
             planned = job
         }
+        if let scheduling, planned.needsScheduling(at: scheduling.clock.now) {
+            try await scheduling.plan(planned, state: stored?.state)
+            return true
+        }
         if explicit {
             let single = Shard(jobID: planned.id, appID: planned.appID, shardNo: 0, shardCount: 1, idFrom: Shard.minimumID, idTo: nil, createdAt: .now)
             if stored?.shardCount == nil {
@@ -107,6 +113,8 @@ public struct JobPlanner: Sendable {
     }
 
     private func publishPlanned(_ job: Job, estimate: Int, shards: Int) async throws {
+        // A sub-job's plan is internal: its parent reported `planned` when it was scheduled.
+        guard job.parentID == nil else { return }
         var receipt = Receipt(jobID: job.id, appID: job.appID, stage: .planned, at: .now)
         receipt.audienceEstimate = Int64(estimate)
         receipt.shardCount = shards

@@ -87,6 +87,8 @@ public enum ShardRunOutcome: Sendable, Equatable {
 /// checkpoints (DESIGN §4). One ``ShardRunner`` serves the worker; each run is independent.
 public struct ShardRunner: Sendable {
     let context: PipelineContext
+    /// Completes scheduled jobs when their last sub-job completes (issue 10).
+    public var scheduling: SchedulePlanner?
 
     /// A runner.
     public init(context: PipelineContext) {
@@ -146,7 +148,8 @@ public struct ShardRunner: Sendable {
         }
         try await context.jobs.setState(jobID: job.id, to: "running", from: ["received", "planned"])
         context.metrics.shardStarted()
-        let run = ShardRun(context: context, job: job, lease: lease, range: range, delivery: delivery)
+        // A sub-job sends and reports under the job the user sent (`job.reported`).
+        let run = ShardRun(context: context, job: job.reported, lease: lease, range: range, delivery: delivery)
         let outcome = try await run.run()
         switch outcome {
         case .finished:
@@ -168,7 +171,8 @@ public struct ShardRunner: Sendable {
         if let stored = try await context.jobs.storedJob(id: job.id), stored.completedAt != nil { return }
         var receipt = Receipt(jobID: job.id, appID: job.appID, stage: .completed, at: .now)
         receipt.totals = totals
-        try await context.publisher.publish([receipt])
+        // A sub-job's totals are reported in its parent's `completed` event, not on their own.
+        if job.parentID == nil { try await context.publisher.publish([receipt]) }
         if try await context.jobs.markCompleted(jobID: job.id, totals: totals) {
             context.metrics.jobFinished()
             context.log.info("job completed", [
@@ -176,6 +180,7 @@ public struct ShardRunner: Sendable {
                 "failed": .int(Int(totals.failed)), "dropped": .int(Int(totals.dropped)),
             ])
         }
+        if let parentID = job.parentID { try await scheduling?.completeParentIfDone(parentID, appID: job.appID) }
     }
 }
 

@@ -92,8 +92,19 @@ public final class Worker: Sendable {
         let context = PipelineContext(workerID: configuration.workerID, jobs: JobRepository(pool: pool), audience: AudienceResolver(pool: pool),
                                       subscriptions: SubscriptionRepository(pool: pool), directory: directory, publisher: publisher,
                                       metrics: metrics, log: log, settings: configuration.shard, stop: stop)
-        let runner = ShardRunner(context: context)
-        let planner = JobPlanner(context: context, runner: runner, shardSize: configuration.shardSize)
+        // Scheduling (issue 10): sub-jobs planned into scheduled_jobs, released by the scheduler.
+        let clock = SystemWallClock()
+        let scheduling = SchedulePlanner(schedule: ScheduleRepository(pool: pool), jobs: JobRepository(pool: pool), clock: clock, log: log) { receipts in
+            try await publisher.publish(receipts)
+        }
+        let scheduler = Scheduler(repository: ScheduleRepository(pool: pool), clock: clock, workerID: configuration.workerID, log: log,
+                                  sink: Scheduler.kafkaSink(producer: producer, topics: configuration.topics))
+        var shardRunner = ShardRunner(context: context)
+        shardRunner.scheduling = scheduling
+        let runner = shardRunner
+        var jobPlanner = JobPlanner(context: context, runner: runner, shardSize: configuration.shardSize)
+        jobPlanner.scheduling = scheduling
+        let planner = jobPlanner
         let events = DeviceEventProcessor(context: context, dedupe: DeviceEventDedupe(pool: pool))
 
         // 3. Consumers, last: from here on work arrives.
@@ -174,6 +185,7 @@ public final class Worker: Sendable {
                     }
                 }
             }
+            tasks.addTask { await scheduler.run(stop: stop) }
             // The stopper: waits for the signal, lets work in hand checkpoint, then closes the
             // consumers (which commits what is done and ends their message streams).
             tasks.addTask {

@@ -78,7 +78,7 @@ import Testing
         var fourteen = Array(repeating: 0, count: 24)
         fourteen[14] = 3
         let current = SubscriptionTiming(id: "c", timeZone: "Europe/Paris", quiet: nil, histogram: fourteen)
-        #expect(DeliveryTiming.release(current, delivery: delivery, defaultZone: "UTC", now: now) == .at(now, reason: nil, reported: false))
+        #expect(DeliveryTiming.release(current, delivery: delivery, defaultZone: "UTC", now: now) == .at(now, reason: .bestHour, reported: false))
     }
 
     @Test func quietHoursApplyAtTheInstantTheJobWouldGoAndUnknownZonesUseTheAppDefault() throws {
