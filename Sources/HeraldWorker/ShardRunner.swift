@@ -89,6 +89,8 @@ public struct ShardRunner: Sendable {
     let context: PipelineContext
     /// Completes scheduled jobs when their last sub-job completes (issue 10).
     public var scheduling: SchedulePlanner?
+    /// The token buckets of jobs with `delivery.throttle_per_minute` (issue 10).
+    public var throttles: ThrottleRepository?
 
     /// A runner.
     public init(context: PipelineContext) {
@@ -150,7 +152,11 @@ public struct ShardRunner: Sendable {
         context.metrics.shardStarted()
         // A sub-job sends and reports under the job the user sent (`job.reported`).
         let run = ShardRun(context: context, job: job.reported, lease: lease, range: range, delivery: delivery)
+        if let perMinute = job.delivery.throttlePerMinute, let throttles {
+            run.throttle = JobThrottle(jobID: job.reported.id, perMinute: perMinute, repository: throttles)
+        }
         let outcome = try await run.run()
+        await run.throttle?.finish()
         switch outcome {
         case .finished:
             context.metrics.shardFinished()
@@ -258,6 +264,8 @@ final class ShardRun {
     var announcedHalts: Set<Receipt.Provider> = []
     var running = 0
     var tickPending = false
+    /// `delivery.throttle_per_minute`: one token per send, from the job's shared bucket.
+    var throttle: JobThrottle?
 
     init(context: PipelineContext, job: Job, lease: ShardLease, range: SubscriptionRange, delivery: AppDelivery) {
         self.context = context
@@ -312,6 +320,7 @@ final class ShardRun {
                 while running >= context.settings.window {
                     try await handle(try await group.next(), &group)
                 }
+                try await throttle?.acquire()
                 counts.sent += 1
                 dispatch(member, attempts: 1, firstAttemptAt: .now, isRetry: false, &group)
                 sinceCheckpoint += 1
@@ -401,6 +410,7 @@ final class ShardRun {
                 try await handle(try await group.next(), &group)
             }
             guard var current = parked[entry.member.id], current.kind == .retry, !current.inFlight else { continue }
+            try await throttle?.acquire()
             current.inFlight = true
             parked[entry.member.id] = current
             dispatch(entry.member, attempts: entry.attempts + 1, firstAttemptAt: entry.firstAttemptAt, isRetry: true, &group)

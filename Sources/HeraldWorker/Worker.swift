@@ -101,6 +101,7 @@ public final class Worker: Sendable {
                                   sink: Scheduler.kafkaSink(producer: producer, topics: configuration.topics))
         var shardRunner = ShardRunner(context: context)
         shardRunner.scheduling = scheduling
+        shardRunner.throttles = ThrottleRepository(pool: pool)
         let runner = shardRunner
         var jobPlanner = JobPlanner(context: context, runner: runner, shardSize: configuration.shardSize)
         jobPlanner.scheduling = scheduling
