@@ -111,11 +111,15 @@ public final class Worker: Sendable {
         // 3. Consumers, last: from here on work arrives.
         let topics = configuration.topics
         let group = configuration.kafkaGroup
+        // The urgent lane asks the broker to answer a fetch within 10 ms (librdkafka waits up to
+        // 500 ms for data by default), so a one-time code is not held by an idle fetch.
+        var urgentKafka = configuration.kafka
+        if urgentKafka.properties["fetch.wait.max.ms"] == nil { urgentKafka.properties["fetch.wait.max.ms"] = "10" }
         let lanes: [Lane]
         do {
             lanes = [
                 try Lane(name: "urgent", groupID: group + ".urgent", topics: [topics.jobsUrgent, topics.shardsUrgent],
-                         concurrency: configuration.jobConcurrency, ordered: true, configuration: configuration.kafka, log: log),
+                         concurrency: configuration.jobConcurrency, ordered: true, configuration: urgentKafka, log: log),
                 try Lane(name: "jobs", groupID: group, topics: [topics.jobs],
                          concurrency: configuration.jobConcurrency, ordered: true, configuration: configuration.kafka, log: log),
                 try Lane(name: "shards", groupID: group + ".shards", topics: [topics.shards],
