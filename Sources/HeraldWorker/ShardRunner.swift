@@ -91,6 +91,8 @@ public struct ShardRunner: Sendable {
     public var scheduling: SchedulePlanner?
     /// The token buckets of jobs with `delivery.throttle_per_minute` (issue 10).
     public var throttles: ThrottleRepository?
+    /// Provider rate ceilings, this worker's share (issue 10).
+    public var rateLimits: ProviderRateLimits?
 
     /// A runner.
     public init(context: PipelineContext) {
@@ -155,6 +157,7 @@ public struct ShardRunner: Sendable {
         if let perMinute = job.delivery.throttlePerMinute, let throttles {
             run.throttle = JobThrottle(jobID: job.reported.id, perMinute: perMinute, repository: throttles)
         }
+        run.rateLimits = rateLimits
         let outcome = try await run.run()
         await run.throttle?.finish()
         switch outcome {
@@ -266,6 +269,8 @@ final class ShardRun {
     var tickPending = false
     /// `delivery.throttle_per_minute`: one token per send, from the job's shared bucket.
     var throttle: JobThrottle?
+    /// Provider ceilings: one slot per send, this worker's share.
+    var rateLimits: ProviderRateLimits?
 
     init(context: PipelineContext, job: Job, lease: ShardLease, range: SubscriptionRange, delivery: AppDelivery) {
         self.context = context
@@ -382,7 +387,11 @@ final class ShardRun {
         let token = self.token(for: member) ?? member.token
         running += 1
         context.metrics.adjustInFlight(1)
+        let rateLimits = self.rateLimits
+        let appID = self.appID
         group.addTask {
+            // The provider ceiling's wait happens in the send's own task: the window bounds it.
+            await rateLimits?.acquire(appID: appID, provider: AppDelivery.provider(for: member.platform))
             let started = ContinuousClock.now
             let outcome = await delivery.send(job, to: member, token: token, now: .now)
             let elapsed = ContinuousClock.now - started
@@ -476,6 +485,7 @@ final class ShardRun {
         }
         switch outcome {
         case .accepted(let providerID):
+            rateLimits?.succeeded(appID: appID, provider: provider)
             var receipt = deviceReceipt(member, .accepted, reason: nil, attempts: attempts)
             receipt.providerID = providerID
             settle(member, receipt)
@@ -493,6 +503,7 @@ final class ShardRun {
                 park(member, kind: .halted(provider), attempts: attempts, due: .now, reason: "suspected-misconfiguration", firstAttemptAt: firstAttemptAt)
             }
         case .retryable(let providerReason, let retryAfter, let quota):
+            if quota { rateLimits?.quotaExceeded(appID: appID, provider: provider) }
             context.metrics.notification(provider: provider.rawValue, outcome: "retried")
             let next = context.settings.retry.nextAttempt(attempts: attempts, firstAttemptAt: firstAttemptAt, now: .now, expiresAt: job.expiresAt,
                                                           retryAfterSeconds: retryAfter, quotaExceeded: quota, random: Double.random(in: 0..<1))

@@ -102,6 +102,7 @@ public final class Worker: Sendable {
         var shardRunner = ShardRunner(context: context)
         shardRunner.scheduling = scheduling
         shardRunner.throttles = ThrottleRepository(pool: pool)
+        shardRunner.rateLimits = ProviderRateLimits(ceilings: configuration.providerCeilings, clock: clock) { scheduler.liveWorkers }
         let runner = shardRunner
         var jobPlanner = JobPlanner(context: context, runner: runner, shardSize: configuration.shardSize)
         jobPlanner.scheduling = scheduling

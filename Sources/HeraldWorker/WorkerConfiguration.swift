@@ -49,6 +49,9 @@ public struct WorkerConfiguration: Sendable {
     public var eventLoops: Int = 2
     /// `HERALD_LOG_LEVEL`: debug, info (default), warning, error.
     public var logLevel: WorkerLog.Level = .info
+    /// `HERALD_APNS_RATE_PER_MINUTE` (default none) and `HERALD_FCM_RATE_PER_MINUTE` (default
+    /// 600,000): sends a minute per app on each provider, shared by the live workers.
+    public var providerCeilings = ProviderCeilings()
 
     /// Topic names.
     public struct Topics: Sendable, Equatable {
@@ -141,6 +144,10 @@ public struct WorkerConfiguration: Sendable {
             invalidationThreshold = value
         }
         eventLoops = try integer("HERALD_EVENT_LOOPS", 1...64, default: 2)
+        let apnsCeiling = try integer("HERALD_APNS_RATE_PER_MINUTE", 0...1_000_000_000, default: 0)
+        providerCeilings.apnsPerMinute = apnsCeiling == 0 ? nil : Int64(apnsCeiling)
+        let fcmCeiling = try integer("HERALD_FCM_RATE_PER_MINUTE", 0...1_000_000_000, default: 600_000)
+        providerCeilings.fcmPerMinute = fcmCeiling == 0 ? nil : Int64(fcmCeiling)
         if let text = environment["HERALD_LOG_LEVEL"], !text.isEmpty {
             guard let level = WorkerLog.Level(name: text) else {
                 throw Invalid(variable: "HERALD_LOG_LEVEL", reason: "debug, info, warning or error, not \"\(text.prefix(32))\"")

@@ -1,0 +1,94 @@
+public import HeraldCore
+import HeraldFCM
+import Synchronization
+
+/// Provider rate ceilings per app: `HERALD_APNS_RATE_PER_MINUTE` (default none) and
+/// `HERALD_FCM_RATE_PER_MINUTE` (default 600,000, FCM's default quota per project).
+public struct ProviderCeilings: Sendable, Equatable {
+    /// APNs sends a minute per app, all workers together; nil = no ceiling.
+    public var apnsPerMinute: Int64?
+    /// FCM sends a minute per app (per Firebase project), all workers together; nil = none.
+    public var fcmPerMinute: Int64? = 600_000
+
+    /// The defaults.
+    public init() {}
+
+    func perMinute(_ provider: Receipt.Provider) -> Int64? {
+        provider == .apns ? apnsPerMinute : fcmPerMinute
+    }
+}
+
+/// Enforces the provider ceilings in one worker: each (app, provider) gets this worker's share
+/// of the ceiling (the ceiling divided by the live workers, from their heartbeats), as a token
+/// bucket holding at most a tenth of a second of sends. `QUOTA_EXCEEDED` from FCM halves the
+/// share and it recovers gradually (``FCMAdaptiveRate``), so a project whose real quota is
+/// below the configured ceiling settles under it instead of failing sends into retries.
+public final class ProviderRateLimits: Sendable {
+    struct Key: Hashable {
+        var appID: String
+        var provider: Receipt.Provider
+    }
+
+    struct Bucket {
+        var tokens: Double
+        var refilledAt: Timestamp
+        /// A factor of the share, 0.01...1.
+        var adaptive = FCMAdaptiveRate(maximum: 1, minimum: 0.01)
+    }
+
+    let ceilings: ProviderCeilings
+    let clock: any WallClock
+    let workers: @Sendable () -> Int
+    private let buckets = Mutex<[Key: Bucket]>([:])
+
+    /// Limits with `ceilings`, shared by `workers()` live workers, timed by `clock`.
+    public init(ceilings: ProviderCeilings, clock: any WallClock, workers: @escaping @Sendable () -> Int) {
+        self.ceilings = ceilings
+        self.clock = clock
+        self.workers = workers
+    }
+
+    /// This worker's rate for `appID` on `provider` now, sends a second; nil = unlimited.
+    public func rate(appID: String, provider: Receipt.Provider) -> Double? {
+        guard let perMinute = ceilings.perMinute(provider) else { return nil }
+        let factor = buckets.withLock { $0[Key(appID: appID, provider: provider)]?.adaptive.current ?? 1 }
+        return Double(perMinute) / 60 / Double(max(1, workers())) * factor
+    }
+
+    /// How long the caller must wait before its send, having reserved its slot.
+    func reserve(appID: String, provider: Receipt.Provider) -> Double {
+        guard let perMinute = ceilings.perMinute(provider) else { return 0 }
+        let share = Double(perMinute) / 60 / Double(max(1, workers()))
+        let now = clock.now
+        return buckets.withLock { buckets in
+            let key = Key(appID: appID, provider: provider)
+            var bucket = buckets[key] ?? Bucket(tokens: max(1, share / 10), refilledAt: now)
+            let rate = max(0.001, share * bucket.adaptive.current)
+            let elapsed = max(0, Double(now.unixMilliseconds - bucket.refilledAt.unixMilliseconds) / 1000)
+            bucket.tokens = min(max(1, rate / 10), bucket.tokens + elapsed * rate)
+            bucket.refilledAt = now
+            // Reserve the token even when it is not there yet: callers queue behind each other.
+            bucket.tokens -= 1
+            buckets[key] = bucket
+            return bucket.tokens >= 0 ? 0 : -bucket.tokens / rate
+        }
+    }
+
+    /// Waits for a send's slot for `appID` on `provider`.
+    public func acquire(appID: String, provider: Receipt.Provider) async {
+        let wait = reserve(appID: appID, provider: provider)
+        if wait > 0 { try? await Task.sleep(for: .microseconds(Int64(wait * 1_000_000))) }
+    }
+
+    /// The provider said the quota is exceeded: slow this app down on it.
+    public func quotaExceeded(appID: String, provider: Receipt.Provider) {
+        let now = clock.now
+        buckets.withLock { $0[Key(appID: appID, provider: provider)]?.adaptive.quotaExceeded(at: now) }
+    }
+
+    /// A send went through: let a slowed-down rate recover.
+    public func succeeded(appID: String, provider: Receipt.Provider) {
+        let now = clock.now
+        buckets.withLock { $0[Key(appID: appID, provider: provider)]?.adaptive.succeeded(at: now) }
+    }
+}
