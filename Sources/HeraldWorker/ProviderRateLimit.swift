@@ -74,10 +74,11 @@ public final class ProviderRateLimits: Sendable {
         }
     }
 
-    /// Waits for a send's slot for `appID` on `provider`.
-    public func acquire(appID: String, provider: Receipt.Provider) async {
+    /// Waits for a send's slot for `appID` on `provider`. An `urgent` send takes its slot (the
+    /// campaign sends behind it wait that much longer) but never waits behind them.
+    public func acquire(appID: String, provider: Receipt.Provider, urgent: Bool = false) async {
         let wait = reserve(appID: appID, provider: provider)
-        if wait > 0 { try? await Task.sleep(for: .microseconds(Int64(wait * 1_000_000))) }
+        if wait > 0 && !urgent { try? await Task.sleep(for: .microseconds(Int64(wait * 1_000_000))) }
     }
 
     /// The provider said the quota is exceeded: slow this app down on it.

@@ -391,7 +391,7 @@ final class ShardRun {
         let appID = self.appID
         group.addTask {
             // The provider ceiling's wait happens in the send's own task: the window bounds it.
-            await rateLimits?.acquire(appID: appID, provider: AppDelivery.provider(for: member.platform))
+            await rateLimits?.acquire(appID: appID, provider: AppDelivery.provider(for: member.platform), urgent: job.delivery.urgent)
             let started = ContinuousClock.now
             let outcome = await delivery.send(job, to: member, token: token, now: .now)
             let elapsed = ContinuousClock.now - started
