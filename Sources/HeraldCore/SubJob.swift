@@ -55,6 +55,13 @@ extension Job {
         return job
     }
 
+    /// Whether it reports the `planned` event of the job the user sent: a job that was not
+    /// derived, or the `<job>:sa` sub-job that carries a `send_after` job's whole audience.
+    public var reportsPlan: Bool {
+        guard let parentID else { return true }
+        return id == SubJob.id(parent: parentID, tag: "sa")
+    }
+
     /// Whether planning it means scheduling (at `now`): a future `send_after`, or timing per
     /// subscription (local time, quiet hours, best hour).
     public func needsScheduling(at now: Timestamp) -> Bool {

@@ -113,9 +113,10 @@ public struct JobPlanner: Sendable {
     }
 
     private func publishPlanned(_ job: Job, estimate: Int, shards: Int) async throws {
-        // A sub-job's plan is internal: its parent reported `planned` when it was scheduled.
-        guard job.parentID == nil else { return }
-        var receipt = Receipt(jobID: job.id, appID: job.appID, stage: .planned, at: .now)
+        // A sub-job's plan is internal (its parent reported `planned` when it was scheduled),
+        // except the `:sa` sub-job of a send_after job, which plans the whole audience.
+        guard job.reportsPlan else { return }
+        var receipt = Receipt(jobID: job.reported.id, appID: job.appID, stage: .planned, at: .now)
         receipt.audienceEstimate = Int64(estimate)
         receipt.shardCount = shards
         try await context.publisher.publish([receipt])

@@ -116,8 +116,10 @@ public struct SchedulePlanner: Sendable {
                 if let members = groups[key] { try await flush(key, members) }
             }
         }
-        if job.parentID == nil {
-            var receipt = Receipt(jobID: job.id, appID: job.appID, stage: .planned, at: now)
+        // The audience is known once it is walked: a send_after job reports `planned` when its
+        // `:sa` sub-job is released, not now.
+        if job.reportsPlan && job.delivery.sendAfter.map({ $0 <= now }) ?? true {
+            var receipt = Receipt(jobID: root, appID: job.appID, stage: .planned, at: now)
             receipt.audienceEstimate = Int64(planned)
             receipt.shardCount = subJobs
             try await publish([receipt])

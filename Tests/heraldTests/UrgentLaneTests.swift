@@ -13,7 +13,7 @@ import Testing
        .timeLimit(.minutes(10)))
 struct UrgentLaneTests {
     @Test func anUrgentJobIsAcceptedWithinASecondDuringATwoHundredThousandDeviceCampaign() async throws {
-        let world = try await UrgentLaneWorld()
+        let world = try await HeraldRunWorld()
         do {
             let latency = try await scenario(world)
             if latency > 1 { FileHandle.standardError.write(Data("urgent lane: logs kept in \(world.directory.path)\n".utf8)) }
@@ -26,7 +26,7 @@ struct UrgentLaneTests {
     }
 
     /// Returns the urgent job's latency in seconds.
-    private func scenario(_ world: UrgentLaneWorld) async throws -> Double {
+    private func scenario(_ world: HeraldRunWorld) async throws -> Double {
         try await world.seed(devices: 200_000)
         try await world.startWorkers(2)
         let ids = try await world.pool.query("SELECT id::text FROM subscriptions WHERE app_id = 'load' ORDER BY id DESC LIMIT 2").rows.compactMap { $0[0] }
@@ -34,16 +34,16 @@ struct UrgentLaneTests {
         let targetID = try #require(ids.last)
 
         // A first urgent job: the urgent topics exist and the lane's consumers are assigned.
-        try await world.produce(urgent: true, UrgentLaneWorld.job(id: "warm", audience: #"{"subscription_ids":["\#(warmID)"]}"#, urgent: true), id: "warm")
+        try await world.produce(urgent: true, HeraldRunWorld.job(id: "warm", audience: #"{"subscription_ids":["\#(warmID)"]}"#, urgent: true), id: "warm")
         #expect(try await world.wait(seconds: 120) { world.receipts.terminal(job: "warm") == 1 }, "the warm-up urgent job was not delivered")
 
         // The campaign: every device, on the campaign lane.
-        try await world.produce(urgent: false, UrgentLaneWorld.job(id: "campaign", audience: #"{"all":true}"#, urgent: false), id: "campaign")
+        try await world.produce(urgent: false, HeraldRunWorld.job(id: "campaign", audience: #"{"all":true}"#, urgent: false), id: "campaign")
         #expect(try await world.wait(seconds: 240) { world.receipts.terminal(job: "campaign") >= 20_000 }, "the campaign did not get going")
 
         let before = world.receipts.terminal(job: "campaign")
         let produced = Timestamp.now
-        try await world.produce(urgent: true, UrgentLaneWorld.job(id: "code", audience: #"{"subscription_ids":["\#(targetID)"]}"#, urgent: true), id: "code")
+        try await world.produce(urgent: true, HeraldRunWorld.job(id: "code", audience: #"{"subscription_ids":["\#(targetID)"]}"#, urgent: true), id: "code")
         #expect(try await world.wait(seconds: 30) { world.receipts.terminal(job: "code") == 1 }, "the urgent job was not delivered within 30 s")
         let accepted = try #require(world.receipts.first(job: "code", stage: .accepted))
         let latency = Double(accepted.at.unixMilliseconds - produced.unixMilliseconds) / 1000
@@ -60,7 +60,7 @@ struct UrgentLaneTests {
 
 /// One scenario's processes and data: a database, `herald sim`, `herald run` workers and a
 /// reader of the results topic, all its own.
-final class UrgentLaneWorld: @unchecked Sendable {
+final class HeraldRunWorld: @unchecked Sendable {
     // Used from the one test task; the reader task only touches `receipts` (a Mutex).
     let name = TestEnvironment.uniqueName("urgent").lowercased()
     let directory: URL
@@ -71,7 +71,7 @@ final class UrgentLaneWorld: @unchecked Sendable {
     let pool: PostgresPool
     let key = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
     let producer: KafkaProducer
-    let receipts = UrgentReceipts()
+    let receipts = RunReceipts()
     var topics: [String: String] = [:]
     var simulator: Process?
     var apnsPort = 0
@@ -240,7 +240,7 @@ final class UrgentLaneWorld: @unchecked Sendable {
 }
 
 /// Receipts read from the results topic.
-final class UrgentReceipts: Sendable {
+final class RunReceipts: Sendable {
     private let state = Mutex<(terminal: [String: Set<String>], receipts: [String: [Receipt]])>(([:], [:]))
 
     func record(_ receipt: Receipt) {
@@ -257,4 +257,10 @@ final class UrgentReceipts: Sendable {
     func first(job: String, stage: Receipt.Stage) -> Receipt? {
         state.withLock { $0.receipts[job]?.first { $0.stage == stage } }
     }
+
+    /// Every receipt of `job` (not kept for the job named `campaign`).
+    func all(job: String) -> [Receipt] { state.withLock { $0.receipts[job] ?? [] } }
+
+    /// The job ids receipts were seen for.
+    func jobs() -> Set<String> { state.withLock { Set($0.receipts.keys).union($0.terminal.keys) } }
 }
