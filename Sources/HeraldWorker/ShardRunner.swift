@@ -271,6 +271,10 @@ final class ShardRun {
     var throttle: JobThrottle?
     /// Provider ceilings: one slot per send, this worker's share.
     var rateLimits: ProviderRateLimits?
+    /// Throttled runs send one request per provider and wait for its answer before the rest:
+    /// sends paced while the connection and its token were still being set up would otherwise
+    /// all reach the provider at once when it is ready.
+    var warmedProviders: Set<Receipt.Provider> = []
 
     init(context: PipelineContext, job: Job, lease: ShardLease, range: SubscriptionRange, delivery: AppDelivery) {
         self.context = context
@@ -324,6 +328,12 @@ final class ShardRun {
                 }
                 while running >= context.settings.window {
                     try await handle(try await group.next(), &group)
+                }
+                if throttle != nil {
+                    let provider = AppDelivery.provider(for: member.platform)
+                    while !warmedProviders.contains(provider) && running > 0 {
+                        try await handle(try await group.next(), &group)
+                    }
                 }
                 try await throttle?.acquire()
                 counts.sent += 1
@@ -467,6 +477,7 @@ final class ShardRun {
             running -= 1
             context.metrics.adjustInFlight(-1)
             let provider = AppDelivery.provider(for: member.platform)
+            warmedProviders.insert(provider)
             context.metrics.sendDuration(provider: provider.rawValue, seconds: seconds)
             if isRetry, var entry = parked[member.id] {
                 entry.inFlight = false

@@ -6,9 +6,8 @@ import Testing
 /// Scheduled delivery through real `herald run` workers (issue 10): quiet hours and send_after
 /// become sub-jobs that the workers' schedulers release, and every subscription still gets
 /// exactly one terminal receipt under the job the user sent.
-@Suite(.enabled(if: TestEnvironment.shouldRun(needing: TestEnvironment.databaseVariable)
-                && TestEnvironment.shouldRun(needing: TestEnvironment.kafkaVariable)),
-       .timeLimit(.minutes(6)))
+extension HeraldRunEndToEnd {
+@Suite(.timeLimit(.minutes(6)))
 struct ScheduledDeliveryTests {
     @Test func quietHourDevicesAreDeferredThenSentOnceAfterTheirWindowUnderTheParentJob() async throws {
         let world = try await HeraldRunWorld()
@@ -78,5 +77,18 @@ struct ScheduledDeliveryTests {
         #expect(world.receipts.jobs().allSatisfy { !$0.contains(":") }, "sub-job ids never reach the results topic: \(world.receipts.jobs())")
         let planned = world.receipts.all(job: "quiet").filter { $0.stage == .planned }
         #expect(planned.first?.audienceEstimate == Int64(audience.count))
+
+        // A scheduled job that has expired by the time it is released is dropped, not sent late.
+        let expiring = """
+            {"schema":"herald.job.v1","id":"stale","app_id":"load","kind":"notification","created_at":"\(Timestamp.now.rfc3339)",\
+            "expires_at":"\(Timestamp(Date().addingTimeInterval(2)).rfc3339)","audience":{"all":true},"content":{"title":"Old news"},\
+            "delivery":{"send_after":"\(Timestamp(Date().addingTimeInterval(4)).rfc3339)"}}
+            """
+        try await world.produce(urgent: false, expiring, id: "stale")
+        #expect(try await world.wait(seconds: 90) { world.receipts.first(job: "stale", stage: .completed) != nil && world.receipts.terminal(job: "stale") >= audience.count })
+        let stale = world.receipts.all(job: "stale").filter { $0.stage.isTerminal }
+        #expect(stale.count == audience.count && stale.allSatisfy { $0.stage == .dropped && $0.reason == .expired })
+        #expect(world.receipts.first(job: "stale", stage: .completed)?.totals == Receipt.Totals(dropped: Int64(audience.count)))
     }
+}
 }

@@ -8,9 +8,15 @@ import Testing
 
 /// The urgent lane under load (issue 10): `herald run` workers, `herald sim`, PostgreSQL and the
 /// mock cluster, driven from outside. Prints its figures to stderr (`urgent lane: ...`).
+/// The suites that run `herald run` workers, one after another: each loads the machine's cores
+/// and measures time, so two at once would spoil each other's figures.
 @Suite(.enabled(if: TestEnvironment.shouldRun(needing: TestEnvironment.databaseVariable)
                 && TestEnvironment.shouldRun(needing: TestEnvironment.kafkaVariable)),
-       .timeLimit(.minutes(10)))
+       .serialized)
+struct HeraldRunEndToEnd {}
+
+extension HeraldRunEndToEnd {
+@Suite(.timeLimit(.minutes(10)))
 struct UrgentLaneTests {
     @Test func anUrgentJobIsAcceptedWithinASecondDuringATwoHundredThousandDeviceCampaign() async throws {
         let world = try await HeraldRunWorld()
@@ -56,6 +62,7 @@ struct UrgentLaneTests {
         #expect(world.receipts.terminal(job: "code") == 1 && accepted.subscriptionID == targetID)
         return latency
     }
+}
 }
 
 /// One scenario's processes and data: a database, `herald sim`, `herald run` workers and a
@@ -173,7 +180,7 @@ final class HeraldRunWorld: @unchecked Sendable {
         guard result.status == 0 else { throw Failure(description: "herald seed: \(result.stderr)") }
     }
 
-    func startWorkers(_ count: Int) async throws {
+    func startWorkers(_ count: Int, shardSize: Int = 20_000) async throws {
         for index in 0..<count {
             var environment = self.environment
             environment["HERALD_APNS_ENDPOINT"] = "https://127.0.0.1:\(apnsPort)"
@@ -182,7 +189,7 @@ final class HeraldRunWorld: @unchecked Sendable {
             environment["HERALD_HTTP_PORT"] = String(try TestPorts.free())
             environment["HERALD_WORKER_ID"] = "w\(index)-\(name)"
             environment["HERALD_KAFKA_GROUP"] = "\(name).workers"
-            environment["HERALD_SHARD_SIZE"] = "20000"
+            environment["HERALD_SHARD_SIZE"] = String(shardSize)
             environment["HERALD_KAFKA_PROPERTY_SESSION_TIMEOUT_MS"] = "6000"
             environment["HERALD_KAFKA_PROPERTY_HEARTBEAT_INTERVAL_MS"] = "500"
             environment["HERALD_KAFKA_PROPERTY_TOPIC_METADATA_REFRESH_INTERVAL_MS"] = "1000"
@@ -192,6 +199,23 @@ final class HeraldRunWorld: @unchecked Sendable {
             let ready = try await wait(seconds: 60) { self.output("worker\(index)").contains("worker ready") }
             guard ready else { throw Failure(description: "worker \(index) did not get ready") }
         }
+    }
+
+    /// Accepted deliveries per Unix second, both simulators together (`GET /_sim/stats`).
+    func acceptedPerSecond() async throws -> [Int64: Int] {
+        var total: [Int64: Int] = [:]
+        for port in [apnsPort, fcmPort] {
+            let result = try await Subprocess.runDetached(URL(fileURLWithPath: "/usr/bin/curl"), [
+                "-sS", "--http2", "--cacert", directory.appendingPathComponent("sim/ca.pem").path, "https://127.0.0.1:\(port)/_sim/stats",
+            ], timeout: 60)
+            guard result.status == 0, let counts = try JSONValue.parse(result.stdout)["accepted_per_second"]?.objectValue else {
+                throw Failure(description: "GET /_sim/stats on \(port): \(result.stderr)")
+            }
+            for (second, count) in counts {
+                if let second = Int64(second), case .number(let number) = count, let value = Int(number.text) { total[second, default: 0] += value }
+            }
+        }
+        return total
     }
 
     static func job(id: String, audience: String, urgent: Bool) -> String {
