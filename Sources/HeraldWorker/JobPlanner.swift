@@ -88,7 +88,12 @@ public struct JobPlanner: Sendable {
                 let query = AudienceQuery(appID: planned.appID, audience: planned.audience ?? .all)
                 let count = try await context.audience.count(query)
                 try await context.jobs.plan(jobID: planned.id, ranges: [.everything], audienceEstimate: count)
-                try await publishPlanned(planned, estimate: count, shards: 1)
+                // The planned event is acknowledged while the sends start, so a one-time code
+                // does not wait for the broker behind the campaigns' receipts.
+                async let announced: Void = publishPlanned(planned, estimate: count, shards: 1)
+                let outcome = await runner.run(job: planned, shard: single)
+                try await announced
+                return outcome.commitsMessage
             }
             return await runner.run(job: planned, shard: single).commitsMessage
         }
