@@ -89,6 +89,21 @@ struct ScheduledDeliveryTests {
         let stale = world.receipts.all(job: "stale").filter { $0.stage.isTerminal }
         #expect(stale.count == audience.count && stale.allSatisfy { $0.stage == .dropped && $0.reason == .expired })
         #expect(world.receipts.first(job: "stale", stage: .completed)?.totals == Receipt.Totals(dropped: Int64(audience.count)))
+
+        // Cancelled while it waits for send_after: released anyway, every device dropped `cancelled`.
+        let cancelledJob = """
+            {"schema":"herald.job.v1","id":"called-off","app_id":"load","kind":"notification","created_at":"\(Timestamp.now.rfc3339)",\
+            "audience":{"all":true},"content":{"title":"Never"},"delivery":{"send_after":"\(Timestamp(Date().addingTimeInterval(8)).rfc3339)"}}
+            """
+        try await world.produce(urgent: false, cancelledJob, id: "called-off")
+        #expect(try await world.wait(seconds: 30) {
+            try await world.pool.query("SELECT state FROM jobs WHERE id = 'called-off'").rows.first?.first == "scheduled"
+        })
+        let cancel = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["jobs", "cancel", "called-off", "--database-url", world.databaseURL])
+        #expect(cancel.status == 0, "\(cancel.stderr)")
+        #expect(try await world.wait(seconds: 90) { world.receipts.terminal(job: "called-off") >= audience.count })
+        let calledOff = world.receipts.all(job: "called-off").filter { $0.stage.isTerminal }
+        #expect(calledOff.count == audience.count && calledOff.allSatisfy { $0.stage == .dropped && $0.reason == .cancelled })
     }
 }
 }
