@@ -78,7 +78,8 @@ public struct JobPlanner: Sendable {
         } else {
             planned = job
         }
-        if let scheduling, planned.needsScheduling(at: scheduling.clock.now) {
+        // Live-activity updates are never held: their order and freshness are the point.
+        if let scheduling, planned.kind != .liveActivity, planned.needsScheduling(at: scheduling.clock.now) {
             try await scheduling.plan(planned, state: stored?.state)
             return true
         }
