@@ -53,4 +53,12 @@ public struct ThrottleRepository: Sendable {
         try await pool.query("UPDATE job_throttles SET tokens = LEAST(capacity, tokens + $2::float8) WHERE job_id = $1",
                              [jobID, String(tokens)])
     }
+
+    /// The app's own provider ceilings (`apps.apns_rate_per_minute`, `fcm_rate_per_minute`):
+    /// nil where the app has none (the worker's default applies), 0 for no ceiling.
+    public func providerCeilings(appID: String) async throws(PostgresError) -> (apns: Int64?, fcm: Int64?) {
+        let rows = try await pool.query("SELECT apns_rate_per_minute, fcm_rate_per_minute FROM apps WHERE id = $1", [appID])
+        guard let row = rows.rows.first else { return (nil, nil) }
+        return (row[0].flatMap { Int64($0) }, row[1].flatMap { Int64($0) })
+    }
 }

@@ -3,7 +3,8 @@ import HeraldFCM
 import Synchronization
 
 /// Provider rate ceilings per app: `HERALD_APNS_RATE_PER_MINUTE` (default none) and
-/// `HERALD_FCM_RATE_PER_MINUTE` (default 600,000, FCM's default quota per project).
+/// `HERALD_FCM_RATE_PER_MINUTE` (default 600,000, FCM's default quota per project), unless the
+/// app's row sets its own (`apps.apns_rate_per_minute`, `fcm_rate_per_minute`).
 public struct ProviderCeilings: Sendable, Equatable {
     /// APNs sends a minute per app, all workers together; nil = no ceiling.
     public var apnsPerMinute: Int64?
@@ -36,28 +37,54 @@ public final class ProviderRateLimits: Sendable {
         var adaptive = FCMAdaptiveRate(maximum: 1, minimum: 0.01)
     }
 
+    /// An app's own ceilings (nil: the default; 0: none), as read from `apps`.
+    public typealias Overrides = @Sendable (String) async -> (apns: Int64?, fcm: Int64?)
+
     let ceilings: ProviderCeilings
     let clock: any WallClock
     let workers: @Sendable () -> Int
+    let overrides: Overrides?
     private let buckets = Mutex<[Key: Bucket]>([:])
+    /// Per-app overrides with when they were read; re-read after a minute.
+    private let appCeilings = Mutex<[String: (ceilings: ProviderCeilings, readAt: Timestamp)]>([:])
 
-    /// Limits with `ceilings`, shared by `workers()` live workers, timed by `clock`.
-    public init(ceilings: ProviderCeilings, clock: any WallClock, workers: @escaping @Sendable () -> Int) {
+    /// Limits with `ceilings` (each app's `overrides` first), shared by `workers()` live
+    /// workers, timed by `clock`.
+    public init(ceilings: ProviderCeilings, clock: any WallClock, overrides: Overrides? = nil, workers: @escaping @Sendable () -> Int) {
         self.ceilings = ceilings
         self.clock = clock
+        self.overrides = overrides
         self.workers = workers
+    }
+
+    /// The ceilings that apply to `appID` (its overrides as last read, else the defaults).
+    func ceilings(appID: String) -> ProviderCeilings {
+        appCeilings.withLock { $0[appID]?.ceilings } ?? ceilings
+    }
+
+    /// Reads `appID`'s overrides when they were never read or are a minute old.
+    func refreshOverrides(appID: String) async {
+        guard let overrides else { return }
+        let now = clock.now
+        let fresh = appCeilings.withLock { $0[appID].map { now.seconds - $0.readAt.seconds < 60 } ?? false }
+        if fresh { return }
+        let (apns, fcm) = await overrides(appID)
+        var effective = ceilings
+        if let apns { effective.apnsPerMinute = apns == 0 ? nil : apns }
+        if let fcm { effective.fcmPerMinute = fcm == 0 ? nil : fcm }
+        appCeilings.withLock { $0[appID] = (effective, now) }
     }
 
     /// This worker's rate for `appID` on `provider` now, sends a second; nil = unlimited.
     public func rate(appID: String, provider: Receipt.Provider) -> Double? {
-        guard let perMinute = ceilings.perMinute(provider) else { return nil }
+        guard let perMinute = ceilings(appID: appID).perMinute(provider) else { return nil }
         let factor = buckets.withLock { $0[Key(appID: appID, provider: provider)]?.adaptive.current ?? 1 }
         return Double(perMinute) / 60 / Double(max(1, workers())) * factor
     }
 
     /// How long the caller must wait before its send, having reserved its slot.
     func reserve(appID: String, provider: Receipt.Provider) -> Double {
-        guard let perMinute = ceilings.perMinute(provider) else { return 0 }
+        guard let perMinute = ceilings(appID: appID).perMinute(provider) else { return 0 }
         let share = Double(perMinute) / 60 / Double(max(1, workers()))
         let now = clock.now
         return buckets.withLock { buckets in
@@ -77,6 +104,7 @@ public final class ProviderRateLimits: Sendable {
     /// Waits for a send's slot for `appID` on `provider`. An `urgent` send takes its slot (the
     /// campaign sends behind it wait that much longer) but never waits behind them.
     public func acquire(appID: String, provider: Receipt.Provider, urgent: Bool = false) async {
+        await refreshOverrides(appID: appID)
         let wait = reserve(appID: appID, provider: provider)
         if wait > 0 && !urgent { try? await Task.sleep(for: .microseconds(Int64(wait * 1_000_000))) }
     }

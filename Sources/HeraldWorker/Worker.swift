@@ -102,7 +102,16 @@ public final class Worker: Sendable {
         var shardRunner = ShardRunner(context: context)
         shardRunner.scheduling = scheduling
         shardRunner.throttles = ThrottleRepository(pool: pool)
-        shardRunner.rateLimits = ProviderRateLimits(ceilings: configuration.providerCeilings, clock: clock) { scheduler.liveWorkers }
+        let throttles = ThrottleRepository(pool: pool)
+        let workerLog = self.log
+        shardRunner.rateLimits = ProviderRateLimits(ceilings: configuration.providerCeilings, clock: clock, overrides: { appID in
+            do {
+                return try await throttles.providerCeilings(appID: appID)
+            } catch {
+                workerLog.warning("cannot read the app's provider ceilings; using the defaults", ["app_id": .string(appID), "error": .string("\(error)")])
+                return (nil, nil)
+            }
+        }, workers: { scheduler.liveWorkers })
         let runner = shardRunner
         var jobPlanner = JobPlanner(context: context, runner: runner, shardSize: configuration.shardSize)
         jobPlanner.scheduling = scheduling

@@ -31,6 +31,25 @@ import Testing
         #expect(limits.rate(appID: "a", provider: .fcm) == 5, "recovered to the full share")
     }
 
+    @Test func anAppsOwnCeilingsReplaceTheDefaultsAndAreReadAgainAfterAMinute() async {
+        let clock = ManualWallClock(Timestamp(seconds: 1_000_000))
+        let reads = Recorded<String>()
+        let limits = ProviderRateLimits(ceilings: ProviderCeilings(), clock: clock, overrides: { appID in
+            reads.append([appID])
+            return appID == "small" ? (apns: 1_200, fcm: 0) : (apns: nil, fcm: nil)
+        }, workers: { 4 })
+        await limits.acquire(appID: "small", provider: .apns)
+        await limits.acquire(appID: "other", provider: .fcm)
+        #expect(limits.rate(appID: "small", provider: .apns) == 5, "1,200 a minute over 4 workers")
+        #expect(limits.rate(appID: "small", provider: .fcm) == nil, "0: no ceiling for this app")
+        #expect(limits.rate(appID: "other", provider: .fcm) == 2_500, "the default 600,000 over 4 workers")
+        await limits.acquire(appID: "small", provider: .apns)
+        #expect(reads.all == ["small", "other"], "read once a minute, not per send")
+        clock.advance(seconds: 61)
+        await limits.acquire(appID: "small", provider: .fcm)
+        #expect(reads.all.count == 3)
+    }
+
     @Test func theFCMCeilingDefaultsToSixHundredThousandAMinuteAndIsConfigurable() throws {
         let base = ["HERALD_DATABASE_URL": "postgresql://x/y", "HERALD_KAFKA_BROKERS": "k:9092"]
         let defaults = try WorkerConfiguration(environment: base)

@@ -35,6 +35,16 @@ CREATE TABLE job_throttles (
 COMMENT ON TABLE job_throttles IS
     'Token bucket of a job with delivery.throttle_per_minute, shared by all its shards and workers: refilled at per_minute/60 tokens a second up to capacity (a tenth of a second of sends, so no window overshoots).';
 
+-- Per-app provider rate ceilings (sends a minute, all workers together); NULL = the workers'
+-- HERALD_APNS_RATE_PER_MINUTE / HERALD_FCM_RATE_PER_MINUTE, 0 = no ceiling for this app.
+ALTER TABLE apps
+    ADD COLUMN apns_rate_per_minute bigint,
+    ADD COLUMN fcm_rate_per_minute  bigint,
+    ADD CONSTRAINT apps_rate_per_minute_check CHECK (apns_rate_per_minute >= 0 AND fcm_rate_per_minute >= 0);
+
+COMMENT ON COLUMN apps.apns_rate_per_minute IS 'APNs sends a minute for this app across all workers; NULL = HERALD_APNS_RATE_PER_MINUTE, 0 = none.';
+COMMENT ON COLUMN apps.fcm_rate_per_minute IS 'FCM sends a minute for this app (its Firebase project quota) across all workers; NULL = HERALD_FCM_RATE_PER_MINUTE, 0 = none.';
+
 -- Workers announce themselves so each can enforce its share of a provider's rate ceiling.
 CREATE TABLE worker_heartbeats (
     worker_id  text        NOT NULL,
