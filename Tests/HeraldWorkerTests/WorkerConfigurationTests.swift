@@ -35,4 +35,13 @@ import Testing
         environment["HERALD_TOPIC_RESULTS"] = "bad topic!"
         #expect(throws: WorkerConfiguration.Invalid.self) { try WorkerConfiguration(environment: environment) }
     }
+
+    @Test func theFCMCeilingDefaultsToSixHundredThousandAMinuteAndIsConfigurable() throws {
+        let base = ["HERALD_DATABASE_URL": "postgresql://x/y", "HERALD_KAFKA_BROKERS": "k:9092"]
+        let defaults = try WorkerConfiguration(environment: base)
+        #expect(defaults.providerCeilings.fcmPerMinute == 600_000 && defaults.providerCeilings.apnsPerMinute == nil)
+        let set = try WorkerConfiguration(environment: base.merging(["HERALD_APNS_RATE_PER_MINUTE": "120000", "HERALD_FCM_RATE_PER_MINUTE": "0"]) { $1 })
+        #expect(set.providerCeilings.apnsPerMinute == 120_000 && set.providerCeilings.fcmPerMinute == nil)
+        #expect(throws: WorkerConfiguration.Invalid.self) { try WorkerConfiguration(environment: base.merging(["HERALD_FCM_RATE_PER_MINUTE": "-1"]) { $1 }) }
+    }
 }
