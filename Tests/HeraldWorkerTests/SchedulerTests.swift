@@ -44,6 +44,7 @@ struct SchedulerTests {
             }
             return try await group.reduce(into: [Int]()) { $0.append($1) }
         }
+        FileHandle.standardError.write(Data("scheduler: 10,000 due rows released by two schedulers as \(counts)\n".utf8))
         #expect(counts.reduce(0, +) == 10_000)
         #expect(counts.allSatisfy { $0 > 0 }, "both workers took part: \(counts)")
         let left = try await pools[0].query("SELECT count(*) FROM scheduled_jobs")
@@ -103,6 +104,36 @@ struct SchedulerTests {
         let failing = Scheduler(repository: repository, clock: clock, workerID: "w", log: log) { _ in [] }
         #expect(try await failing.releaseDue() == 0)
         #expect(try await scheduler.releaseDue() == 1)
+        await pool.close()
+        await database.drop()
+    }
+
+    @Test func theLoopReleasesWhatFallsDueWritesItsHeartbeatAndStopsOnTheSignal() async throws {
+        let database = try await WorkerTestDatabase.migrated()
+        let pool = database.pool()
+        let repository = ScheduleRepository(pool: pool)
+        _ = try await JobRepository(pool: pool).insert(id: "p", appID: "app", kind: "notification", body: "{}", createdAt: .now)
+        let due = Timestamp(seconds: Timestamp.now.seconds + 3600)
+        try await repository.schedule(jobID: "p", appID: "app", dueAt: due, lane: "campaign", body: "{}", reason: "send-after")
+        // Another worker seen 10 s ago shares the provider ceilings; one seen 2 minutes ago does not.
+        try await pool.query("INSERT INTO worker_heartbeats VALUES ('other', now() - interval '10 seconds'), ('gone', now() - interval '2 minutes')")
+        let clock = ManualWallClock(due.adding(seconds: -10))
+        let released = Recorded<ScheduledRelease>()
+        let scheduler = Scheduler(repository: repository, clock: clock, workerID: "me", log: log, interval: .milliseconds(20)) { releases in
+            released.append(releases)
+            return releases.map(\.id)
+        }
+        let stop = StopSignal()
+        let loop = Task { await scheduler.run(stop: stop) }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(released.all.isEmpty)
+        #expect(scheduler.liveWorkers == 2)
+        clock.set(due)
+        for _ in 0..<100 where released.all.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(released.all.count == 1)
+        stop.set()
+        await loop.value
+        #expect(try await pool.query("SELECT count(*) FROM worker_heartbeats WHERE worker_id = 'me'").rows == [["1"]])
         await pool.close()
         await database.drop()
     }
