@@ -37,7 +37,7 @@ let package = Package(
         .target(name: "HeraldSim", dependencies: ["HeraldCore", "HeraldHTTP2", "HeraldCrypto"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "herald",
-            dependencies: ["HeraldCore", "HeraldKafka", "HeraldPostgres", "HeraldWorker", "HeraldSim"],
+            dependencies: ["HeraldCore", "HeraldCrypto", "HeraldFCM", "HeraldKafka", "HeraldPostgres", "HeraldWorker", "HeraldSim"],
             swiftSettings: swiftSettings
         ),
 
@@ -51,11 +51,11 @@ let package = Package(
         .testTarget(name: "HeraldFCMTests", dependencies: ["HeraldFCM", "HeraldCore", "HeraldSim", "HeraldHTTP2", "HeraldCrypto", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldKafkaTests", dependencies: ["HeraldKafka", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldPostgresTests", dependencies: ["HeraldPostgres", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
-        .testTarget(name: "HeraldWorkerTests", dependencies: ["HeraldWorker", "HeraldCore", "HeraldPostgres", "HeraldKafka", "HeraldTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldWorkerTests", dependencies: ["HeraldWorker", "HeraldCore", "HeraldAPNs", "HeraldFCM", "HeraldHTTP2", "HeraldPostgres", "HeraldKafka", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldSimTests", dependencies: ["HeraldSim", "HeraldHTTP2", "HeraldCrypto", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
         // Runs the built `herald` binary as a subprocess (validate-job, migrate, dev-broker, send,
         // tail, jobs); HeraldKafka and HeraldPostgres set up and read back what the commands touch.
-        .testTarget(name: "heraldTests", dependencies: ["HeraldCore", "HeraldKafka", "HeraldPostgres", "HeraldTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "heraldTests", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldKafka", "HeraldPostgres", "HeraldSim", "HeraldTestSupport"], swiftSettings: swiftSettings),
     ],
     swiftLanguageModes: [.v6]
 )

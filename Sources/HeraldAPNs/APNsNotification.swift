@@ -43,13 +43,17 @@ public struct APNsNotification: Sendable, Equatable {
         public var sandbox: Bool?
         /// The subscription's language, for `content.localized`.
         public var language: String?
+        /// The app's definition of `content.channel`, whose iOS side fills what the job left unset.
+        public var channel: NotificationChannel?
 
         /// Creates a target.
-        public init(subscriptionID: String, deviceToken: String, sandbox: Bool? = nil, language: String? = nil) {
+        public init(subscriptionID: String, deviceToken: String, sandbox: Bool? = nil, language: String? = nil,
+                    channel: NotificationChannel? = nil) {
             self.subscriptionID = subscriptionID
             self.deviceToken = deviceToken
             self.sandbox = sandbox
             self.language = language
+            self.channel = channel
         }
     }
 
@@ -61,14 +65,14 @@ public struct APNsNotification: Sendable, Equatable {
         let id = apnsID(jobID: job.id, subscriptionID: target.subscriptionID)
         var expiration = job.expiresAt?.seconds
         let requested: Int? = job.delivery.priority.map { $0 == .normal ? 5 : 10 }
-        if let content = job.content {
+        if let content = job.content?.applyingIOSSide(of: target.channel) {
             let rendered = try APNsPayload.notification(content, for: recipient, limit: APNsPushType.alert.maxPayloadBytes)
             return APNsNotification(deviceToken: target.deviceToken, pushType: rendered.isBackground ? .background : .alert,
                                     payload: rendered.bytes, priority: requested, expiration: expiration,
                                     collapseID: APNsCollapseID.forJob(job.id, collapseID: content.collapseID), apnsID: id, sandbox: target.sandbox)
         }
         if let update = job.liveActivity {
-            let rendered = try APNsPayload.liveActivity(update, jobID: job.id, timestamp: now.seconds)
+            let rendered = try APNsPayload.liveActivity(update, jobID: job.id, timestamp: update.timestamp ?? now.seconds)
             return APNsNotification(deviceToken: target.deviceToken, pushType: .liveActivity, payload: rendered.bytes,
                                     priority: update.priority, expiration: expiration, apnsID: id, sandbox: target.sandbox)
         }

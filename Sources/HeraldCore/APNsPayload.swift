@@ -107,7 +107,8 @@ public enum APNsPayload {
     }
 
     /// Renders a `voip` job (PushKit): an empty `aps` (APNs requires the dictionary) and
-    /// `herald.data` with the job's string values. Nothing is shortened: too big is a failure.
+    /// `herald.data` with the job's string values, plus the `herald.voip: "1"` marker. Nothing is
+    /// shortened: too big is a failure.
     public static func voip(_ voip: VoIPPayload, for recipient: Recipient, limit: Int = maxVoIPBytes) throws(Failure) -> Rendered {
         try self.voip(data: voip.data, for: recipient, limit: limit)
     }
@@ -116,7 +117,7 @@ public enum APNsPayload {
     public static func voip(data: [String: String], for recipient: Recipient, limit: Int = maxVoIPBytes) throws(Failure) -> Rendered {
         let herald: [String: JSONValue] = [
             "id": .string(recipient.jobID), "sub": .string(recipient.subscriptionID),
-            "data": .object(data.mapValues { .string($0) }),
+            "data": .object(data.mapValues { .string($0) }), "voip": .string("1"),
         ]
         let bytes = JSONValue.object(["aps": .object([:]), "herald": .object(herald)]).serializedBytes()
         guard bytes.count <= limit else { throw Failure(reason: .payloadTooLarge, bytes: bytes.count, limit: limit) }
@@ -142,6 +143,8 @@ public enum APNsPayload {
         if update.event == .start {
             if let type = update.attributesType { aps["attributes-type"] = .string(type) }
             if let attributes = update.attributes { aps["attributes"] = .object(attributes) }
+            // iOS 18+: hand the app the started activity's update token.
+            aps["input-push-token"] = .int(1)
         }
         let bytes = JSONValue.object(["aps": .object(aps), "herald": .object(["id": .string(jobID)])]).serializedBytes()
         guard bytes.count <= limit else { throw Failure(reason: .payloadTooLarge, bytes: bytes.count, limit: limit) }

@@ -111,6 +111,49 @@ public enum FCMMessage {
         return Rendered(body: JSONValue.object(["message": message]).serializedBytes(), truncated: false, payloadBytes: size)
     }
 
+    /// Renders a `live_activity` job for an Android subscription (`schemas/payloads.md`, live
+    /// updates): a data-only message the SDK turns into its ongoing notification, with
+    /// `live_update` = `START`, `UPDATE` or `END`, `collapse_key` = the activity id (only the
+    /// newest waits while the device is offline), priority high for start and end (and for
+    /// updates sent with priority 10). Nothing is shortened: too big is `payload-too-large`.
+    public static func render(jobID: String, liveActivity update: LiveActivityUpdate, expiresAt: Timestamp?, target: Target,
+                              now: Timestamp) throws(Failure) -> Rendered {
+        let urgent = update.event != .update || update.priority == 10
+        var android: [String: JSONValue] = [
+            "priority": .string((urgent ? Delivery.Priority.high : .normal).rawValue),
+            "collapse_key": .string(update.activityID),
+        ]
+        if let expiresAt {
+            android["ttl"] = .string("\(min(max(expiresAt.seconds - now.seconds, 0), maxTTLSeconds))s")
+        }
+        if let package = target.restrictedPackageName { android["restricted_package_name"] = .string(package) }
+        var data: [String: String] = [
+            "herald_id": jobID, "live_update": update.event.rawValue.uppercased(), "activity_id": update.activityID,
+            "stream_id": update.streamID, "sequence": String(update.sequence),
+            "content_state": JSONValue.object(update.contentState).serialized(),
+            "timestamp": String(update.timestamp ?? now.seconds),
+        ]
+        if let alert = update.alert {
+            var members: [String: JSONValue] = ["title": .string(alert.title), "body": .string(alert.body)]
+            if let sound = alert.sound { members["sound"] = .string(sound) }
+            data["alert"] = JSONValue.object(members).serialized()
+        }
+        if let stale = update.staleDate { data["stale_date"] = String(stale.seconds) }
+        if let dismissal = update.dismissalDate { data["dismissal_date"] = String(dismissal.seconds) }
+        if let score = update.relevanceScore { data["relevance_score"] = JSONValue.double(score).serialized() }
+        if update.event == .start {
+            if let type = update.attributesType { data["attributes_type"] = type }
+            if let attributes = update.attributes { data["attributes"] = JSONValue.object(attributes).serialized() }
+        }
+        let message = JSONValue.object(["token": .string(target.token), "android": .object(android),
+                                        "data": .object(data.mapValues { .string($0) })])
+        let size = payloadBytes(message)
+        guard size <= maxPayloadBytes else {
+            throw Failure(reason: .payloadTooLarge, message: "live update payload is \(size) bytes, over FCM's \(maxPayloadBytes)")
+        }
+        return Rendered(body: JSONValue.object(["message": message]).serializedBytes(), truncated: false, payloadBytes: size)
+    }
+
     static let ellipsis = "…"
 
     /// The longest prefix of `text` whose UTF-8 form fits in `maxBytes`, cut between characters
@@ -183,7 +226,10 @@ public enum FCMMessage {
             if let image = content.imageURL { notification["image"] = .string(image) }
             if !notification.isEmpty { message["notification"] = .object(notification) }
             var androidNotification: [String: JSONValue] = ["tag": .string(content.collapseID ?? jobID)]
-            if let channel = content.channel { androidNotification["channel_id"] = .string(channel) }
+            if let channel = content.channel {
+                // The app's versioned Android id (nf_<key>_v<version>) when it defines the channel.
+                androidNotification["channel_id"] = .string(target.channel?["id"]?.stringValue ?? channel)
+            }
             if let sound = content.sound {
                 switch sound {
                 case .named(let name): androidNotification["sound"] = .string(name)

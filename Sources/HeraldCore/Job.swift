@@ -320,6 +320,9 @@ public struct LiveActivityUpdate: Sendable {
     public var relevanceScore: Double?
     /// APNs priority: 5 or 10 (default 5 for updates, 10 for start and end).
     public var priority: Int
+    /// The `aps.timestamp` to send, in seconds: not part of the job document; the worker sets it
+    /// from the activity's numbering mark so it never goes backwards (DESIGN §4). Nil: the send time.
+    public var timestamp: Int64?
 
     init(_ reader: JSONObjectReader) throws(ValidationError) {
         activityID = try reader.string("activity_id", Identifiers.activityID)

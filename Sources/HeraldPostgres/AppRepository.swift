@@ -1,4 +1,5 @@
 internal import HeraldCrypto
+public import HeraldCore
 import Foundation
 
 /// `HERALD_CREDENTIALS_KEY`: the AES-256-GCM key provider credentials are stored under.
@@ -109,6 +110,43 @@ public struct AppSettings: Sendable, Equatable {
     /// Why APNs / FCM sends are halted; nil = sending.
     public var apnsHaltedReason: String?
     public var fcmHaltedReason: String?
+    /// The app's notification channels by key (read with the app, so a shard sees the current versions).
+    public var channels: [String: NotificationChannel] = [:]
+
+    /// An app's settings; halts are read from the database, never written through this type.
+    public init(id: String, name: String, apns: APNsTokenCredentials? = nil, fcm: FCMCredentials? = nil,
+                payloadProfile: String = "sdk", defaultTimeZone: String = "UTC",
+                apnsHaltedReason: String? = nil, fcmHaltedReason: String? = nil,
+                channels: [String: NotificationChannel] = [:]) {
+        self.channels = channels
+        self.id = id
+        self.name = name
+        self.apns = apns
+        self.fcm = fcm
+        self.payloadProfile = payloadProfile
+        self.defaultTimeZone = defaultTimeZone
+        self.apnsHaltedReason = apnsHaltedReason
+        self.fcmHaltedReason = fcmHaltedReason
+    }
+}
+
+/// An app's settings without its secrets (nothing is decrypted to list apps).
+public struct AppSummary: Sendable, Equatable {
+    public var id: String
+    public var name: String
+    /// `token`, `certificate`, or nil when the app has no APNs credentials.
+    public var apnsAuth: String?
+    public var apnsKeyID: String?
+    public var apnsTeamID: String?
+    public var apnsBundleID: String?
+    public var apnsEnvironment: String?
+    public var fcmProjectID: String?
+    public var payloadProfile: String
+    public var defaultTimeZone: String
+    public var apnsHaltedReason: String?
+    public var fcmHaltedReason: String?
+    /// `updated_at`, RFC 3339 as PostgreSQL prints it.
+    public var updatedAt: String
 }
 
 /// `apps`: tenants and their provider credentials, encrypted with AES-256-GCM at rest. Each
@@ -148,15 +186,24 @@ public struct AppRepository: Sendable {
                   fcm?.projectID, fcmSealed, payloadProfile])
     }
 
+    /// The columns ``decode(_:)`` reads, in its order.
+    static let settingsColumns = """
+        id, name, apns_key_id, apns_team_id, apns_bundle_id, apns_environment, apns_credentials,
+        fcm_project_id, fcm_credentials, payload_profile, default_time_zone, apns_halted_reason, fcm_halted_reason, apns_auth
+        """
+
     /// The app with decrypted credentials; nil when unknown. A wrong key or an altered
     /// ciphertext is a `credentials` error that says so.
     public func app(id: String) async throws(PostgresError) -> AppSettings? {
-        let rows = try await pool.query("""
-            SELECT id, name, apns_key_id, apns_team_id, apns_bundle_id, apns_environment, apns_credentials,
-                   fcm_project_id, fcm_credentials, payload_profile, default_time_zone, apns_halted_reason, fcm_halted_reason, apns_auth
-            FROM apps WHERE id = $1
-            """, [id])
-        guard let row = rows.rows.first, let appID = row[0], let name = row[1] else { return nil }
+        let rows = try await pool.query("SELECT \(Self.settingsColumns) FROM apps WHERE id = $1", [id])
+        guard let row = rows.rows.first, var app = try decode(row) else { return nil }
+        app.channels = try await channels(appID: app.id)
+        return app
+    }
+
+    /// An `apps` row of ``settingsColumns`` with its credentials decrypted.
+    private func decode(_ row: [String?]) throws(PostgresError) -> AppSettings? {
+        guard let appID = row[0], let name = row[1] else { return nil }
         var apns: APNsTokenCredentials?
         if row[13] == "token", let keyID = row[2], let teamID = row[3], let bundleID = row[4], let environment = row[5], let sealed = row[6] {
             apns = APNsTokenCredentials(keyID: keyID, teamID: teamID, bundleID: bundleID, environment: environment,
@@ -168,6 +215,106 @@ public struct AppRepository: Sendable {
         }
         return AppSettings(id: appID, name: name, apns: apns, fcm: fcm, payloadProfile: row[9] ?? "sdk",
                            defaultTimeZone: row[10] ?? "UTC", apnsHaltedReason: row[11], fcmHaltedReason: row[12])
+    }
+
+    /// Adds a new app; an `invalidState` error when the id is taken (nothing is replaced).
+    public func insert(_ app: AppSettings) async throws(PostgresError) {
+        let sealed = try seal(app)
+        let inserted = try await pool.query("""
+            INSERT INTO apps (id, name, apns_auth, apns_key_id, apns_team_id, apns_bundle_id, apns_environment, apns_credentials,
+                              fcm_project_id, fcm_credentials, payload_profile, default_time_zone)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8::bytea, $9, $10::bytea, $11, $12)
+            ON CONFLICT (id) DO NOTHING
+            """, [app.id, app.name, app.apns == nil ? nil : "token", app.apns?.keyID, app.apns?.teamID, app.apns?.bundleID,
+                  app.apns?.environment, sealed.apns, app.fcm?.projectID, sealed.fcm, app.payloadProfile, app.defaultTimeZone],
+            idempotent: false)
+        if inserted.affected == 0 { throw PostgresError(.invalidState, "app \(app.id) already exists (change it with `herald apps update`)") }
+    }
+
+    /// Changes an app in one transaction: reads it (row locked, credentials decrypted), lets
+    /// `change` edit it, and writes every setting back, re-sealing the credentials. Halts are
+    /// left as they are. `change` returns why the change cannot apply, or nil; a reason rolls
+    /// back with an `invalidState` error carrying it. A `notFound` error when there is no such
+    /// app. Returns the new settings.
+    @discardableResult
+    public func update(id: String, _ change: (inout AppSettings) -> String?) async throws(PostgresError) -> AppSettings {
+        try await pool.withTransaction { connection throws(PostgresError) -> AppSettings in
+            let rows = try await connection.query("SELECT \(Self.settingsColumns) FROM apps WHERE id = $1 FOR UPDATE", [id])
+            guard let row = rows.rows.first, var app = try decode(row) else { throw PostgresError(.notFound, "no app \(id)") }
+            // Certificate credentials have no place in AppSettings: writing it back would drop them.
+            if row[13] == "certificate" {
+                throw PostgresError(.invalidState, "app \(id) uses APNs certificate auth, which this command cannot change")
+            }
+            if let refusal = change(&app) { throw PostgresError(.invalidState, refusal) }
+            app.id = id
+            let sealed = try seal(app)
+            try await connection.query("""
+                UPDATE apps SET name = $2, apns_auth = $3, apns_key_id = $4, apns_team_id = $5, apns_bundle_id = $6,
+                                apns_environment = $7, apns_credentials = $8::bytea, fcm_project_id = $9, fcm_credentials = $10::bytea,
+                                payload_profile = $11, default_time_zone = $12, updated_at = now()
+                WHERE id = $1
+                """, [id, app.name, app.apns == nil ? nil : "token", app.apns?.keyID, app.apns?.teamID, app.apns?.bundleID,
+                      app.apns?.environment, sealed.apns, app.fcm?.projectID, sealed.fcm, app.payloadProfile, app.defaultTimeZone])
+            return app
+        }
+    }
+
+    /// Every app's settings, by id, without decrypting anything (so no key is needed).
+    public static func summaries(pool: PostgresPool) async throws(PostgresError) -> [AppSummary] {
+        let rows = try await pool.query("""
+            SELECT id, name, apns_auth, apns_key_id, apns_team_id, apns_bundle_id, apns_environment, fcm_project_id,
+                   payload_profile, default_time_zone, apns_halted_reason, fcm_halted_reason,
+                   to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+            FROM apps ORDER BY id
+            """)
+        return rows.rows.compactMap { row in
+            guard let id = row[0], let name = row[1] else { return nil }
+            return AppSummary(id: id, name: name, apnsAuth: row[2], apnsKeyID: row[3], apnsTeamID: row[4], apnsBundleID: row[5],
+                              apnsEnvironment: row[6], fcmProjectID: row[7], payloadProfile: row[8] ?? "sdk",
+                              defaultTimeZone: row[9] ?? "UTC", apnsHaltedReason: row[10], fcmHaltedReason: row[11],
+                              updatedAt: row[12] ?? "")
+        }
+    }
+
+    /// Re-seals every app's credentials, decrypted with `old`, under this repository's key, in
+    /// one transaction: when any value does not open under `old`, nothing changes and the
+    /// `credentials` error names the app. Returns how many apps had credentials.
+    public func rekey(from old: CredentialsKey) async throws(PostgresError) -> Int {
+        try await pool.withTransaction { connection throws(PostgresError) -> Int in
+            let rows = try await connection.query(
+                "SELECT id, apns_credentials, fcm_credentials FROM apps WHERE apns_credentials IS NOT NULL OR fcm_credentials IS NOT NULL ORDER BY id FOR UPDATE")
+            for row in rows.rows {
+                guard let id = row[0] else { continue }
+                var resealed: [String?] = [id, nil, nil]
+                for (index, column) in [(1, "apns_credentials"), (2, "fcm_credentials")] {
+                    guard let sealed = row[index] else { continue }
+                    let binding = Self.binding(id, column)
+                    let plaintext: String
+                    do {
+                        plaintext = try old.open(sealed, binding: binding)
+                    } catch {
+                        throw PostgresError(.credentials, "app \(id): \(column) does not decrypt under the old key; nothing was changed")
+                    }
+                    resealed[index] = try key.seal(plaintext, binding: binding)
+                }
+                try await connection.query("""
+                    UPDATE apps SET apns_credentials = COALESCE($2::bytea, apns_credentials),
+                                    fcm_credentials = COALESCE($3::bytea, fcm_credentials), updated_at = now()
+                    WHERE id = $1
+                    """, resealed)
+            }
+            return rows.rows.count
+        }
+    }
+
+    private func seal(_ app: AppSettings) throws(PostgresError) -> (apns: String?, fcm: String?) {
+        let apns = try app.apns.map { credentials throws(PostgresError) in
+            try key.seal(credentials.privateKeyPEM, binding: Self.binding(app.id, "apns_credentials"))
+        }
+        let fcm = try app.fcm.map { credentials throws(PostgresError) in
+            try key.seal(credentials.serviceAccountJSON, binding: Self.binding(app.id, "fcm_credentials"))
+        }
+        return (apns, fcm)
     }
 
     /// Halts (reason non-nil) or resumes (nil) one provider's sends for an app, for every worker.
@@ -182,22 +329,96 @@ public struct AppRepository: Sendable {
         if updated.affected == 0 { throw PostgresError(.notFound, "no app \(appID)") }
     }
 
-    /// Creates or replaces a notification channel.
-    public func upsertChannel(appID: String, id: String, name: String, importance: String = "default", sound: String? = nil) async throws(PostgresError) {
-        try await pool.query("""
-            INSERT INTO channels (app_id, id, name, importance, sound) VALUES ($1, $2, $3, $4, $5)
-            ON CONFLICT (app_id, id) DO UPDATE SET name = EXCLUDED.name, importance = EXCLUDED.importance, sound = EXCLUDED.sound
-            """, [appID, id, name, importance, sound])
+    /// Creates or replaces the app's channel `channel.key`. The stored version moves by one when
+    /// an Android setting changed (a trigger does it, whoever writes the row); `channel.version`
+    /// is ignored. Returns the channel as stored.
+    @discardableResult
+    public func upsertChannel(appID: String, _ channel: NotificationChannel) async throws(PostgresError) -> NotificationChannel {
+        let (soundMode, soundName) = Self.columns(channel.sound, custom: "custom") { $0 }
+        let (vibrationMode, pattern) = Self.columns(channel.vibration, custom: "pattern") { SQLValue.array($0.map { String($0) }) }
+        let (lightMode, colour) = Self.columns(channel.light, custom: "colour") { $0 }
+        let rows = try await pool.query("""
+            INSERT INTO channels AS c (app_id, id, name, description, importance, sound_mode, sound, vibration_mode, vibration_pattern,
+                                       light_mode, light_colour, lockscreen_visibility, badge, bypass_dnd, group_id, android_channel_id,
+                                       ios_sound, ios_interruption_level, ios_relevance_score, ios_thread_id)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::integer[], $10, $11, $12, $13::boolean, $14::boolean, $15, $16, $17, $18,
+                    $19::double precision, $20)
+            ON CONFLICT (app_id, id) DO UPDATE SET
+                name = EXCLUDED.name, description = EXCLUDED.description, importance = EXCLUDED.importance,
+                sound_mode = EXCLUDED.sound_mode, sound = EXCLUDED.sound, vibration_mode = EXCLUDED.vibration_mode,
+                vibration_pattern = EXCLUDED.vibration_pattern, light_mode = EXCLUDED.light_mode, light_colour = EXCLUDED.light_colour,
+                lockscreen_visibility = EXCLUDED.lockscreen_visibility, badge = EXCLUDED.badge, bypass_dnd = EXCLUDED.bypass_dnd,
+                group_id = EXCLUDED.group_id, android_channel_id = EXCLUDED.android_channel_id, ios_sound = EXCLUDED.ios_sound,
+                ios_interruption_level = EXCLUDED.ios_interruption_level, ios_relevance_score = EXCLUDED.ios_relevance_score,
+                ios_thread_id = EXCLUDED.ios_thread_id
+            RETURNING \(Self.channelColumns)
+            """, [appID, channel.key, channel.name, channel.description, channel.importance.rawValue, soundMode, soundName,
+                  vibrationMode, pattern, lightMode, colour, channel.lockscreenVisibility.rawValue, channel.badge ? "true" : "false",
+                  channel.bypassDoNotDisturb ? "true" : "false", channel.group, channel.pinnedAndroidID, channel.iosSound,
+                  channel.iosInterruptionLevel?.rawValue, channel.iosRelevanceScore.map { String($0) }, channel.iosThreadID],
+            idempotent: true)
+        guard let row = rows.rows.first, let stored = Self.channel(row) else {
+            throw PostgresError(.unexpectedResult, "channel \(appID)/\(channel.key) was not stored")
+        }
+        return stored
     }
 
-    /// The app's channels: id → (name, importance, sound).
-    public func channels(appID: String) async throws(PostgresError) -> [String: (name: String, importance: String, sound: String?)] {
-        let rows = try await pool.query("SELECT id, name, importance, sound FROM channels WHERE app_id = $1", [appID])
-        var channels: [String: (name: String, importance: String, sound: String?)] = [:]
+    /// Deletes the app's channel `key`; false when there was none.
+    @discardableResult
+    public func deleteChannel(appID: String, key: String) async throws(PostgresError) -> Bool {
+        try await pool.query("DELETE FROM channels WHERE app_id = $1 AND id = $2", [appID, key]).affected == 1
+    }
+
+    /// The app's channels by key.
+    public func channels(appID: String) async throws(PostgresError) -> [String: NotificationChannel] {
+        let rows = try await pool.query("SELECT \(Self.channelColumns) FROM channels WHERE app_id = $1", [appID])
+        var channels: [String: NotificationChannel] = [:]
         for row in rows.rows {
-            guard let id = row[0], let name = row[1], let importance = row[2] else { continue }
-            channels[id] = (name, importance, row[3])
+            if let channel = Self.channel(row) { channels[channel.key] = channel }
         }
         return channels
+    }
+
+    static let channelColumns = """
+        id, name, description, importance, sound_mode, sound, vibration_mode, vibration_pattern::text, light_mode, light_colour, \
+        lockscreen_visibility, badge, bypass_dnd, group_id, android_channel_id, version, ios_sound, ios_interruption_level, \
+        ios_relevance_score, ios_thread_id
+        """
+
+    /// (mode, value) columns of an off / default / custom setting.
+    static func columns<T>(_ setting: NotificationChannel.Setting<T>, custom: String, _ text: (T) -> String) -> (String, String?) {
+        switch setting {
+        case .off: ("off", nil)
+        case .platformDefault: ("default", nil)
+        case .custom(let value): (custom, text(value))
+        }
+    }
+
+    static func channel(_ row: [String?]) -> NotificationChannel? {
+        guard let key = row[0], let name = row[1], let version = row[15].flatMap({ Int($0) }) else { return nil }
+        var channel = NotificationChannel(key: key, name: name, version: version)
+        channel.description = row[2]
+        channel.importance = row[3].flatMap(NotificationChannel.Importance.init(rawValue:)) ?? .medium
+        func setting<T>(_ mode: String?, _ value: T?) -> NotificationChannel.Setting<T> {
+            switch mode {
+            case "off": return .off
+            case "custom", "pattern", "colour": return value.map { .custom($0) } ?? .platformDefault
+            default: return .platformDefault
+            }
+        }
+        channel.sound = setting(row[4], row[5])
+        let pattern = row[7].map { $0.trimmingCharacters(in: ["{", "}"]).split(separator: ",").compactMap { Int($0) } }
+        channel.vibration = setting(row[6], pattern)
+        channel.light = setting(row[8], row[9])
+        channel.lockscreenVisibility = row[10].flatMap(NotificationChannel.Visibility.init(rawValue:)) ?? .private
+        channel.badge = row[11] == "t"
+        channel.bypassDoNotDisturb = row[12] == "t"
+        channel.group = row[13]
+        channel.pinnedAndroidID = row[14]
+        channel.iosSound = row[16]
+        channel.iosInterruptionLevel = row[17].flatMap(NotificationContent.InterruptionLevel.init(rawValue:))
+        channel.iosRelevanceScore = row[18].flatMap { Double($0) }
+        channel.iosThreadID = row[19]
+        return channel
     }
 }

@@ -20,10 +20,12 @@ public final class APNsSimulator: @unchecked Sendable {
     /// Tokens whose signature was checked: token → issued-at (verifying once per token, not per request).
     private let verifiedTokens = Mutex<[String: Int64]>([:])
     private let counter = Atomic<UInt64>(0)
+    private let log: SimulatorLog
 
     /// Creates a simulator for the credentials' key, team and bundle.
     public init(credentials: SimulatorCredentials, stats: SimulatorStats, faults: SimulatorFaults, maxConcurrentStreams: UInt32,
-                streamsBeforeToken: UInt32 = 1) throws(CryptoError) {
+                streamsBeforeToken: UInt32 = 1, log: SimulatorLog = SimulatorLog()) throws(CryptoError) {
+        self.log = log
         self.streamsBeforeToken = streamsBeforeToken
         self.credentials = credentials
         self.publicKey = try credentials.apnsKey.publicKey()
@@ -104,6 +106,7 @@ public final class APNsSimulator: @unchecked Sendable {
         guard let payload = try? JSONValue.parse(request.body, limits: .init(maxBytes: limit, maxDepth: 32)), payload["aps"]?.objectValue != nil else {
             return reject(400, "BadPayload")
         }
+        if pushType == "liveactivity", let problem = APNsSimulator.liveActivityProblem(payload) { return reject(400, problem) }
 
         // Devices and faults.
         if faults.unregistered.isUnregistered(token) {
@@ -120,7 +123,30 @@ public final class APNsSimulator: @unchecked Sendable {
                 : reject(503, "ServiceUnavailable", violation: false, headers: [HeaderField("retry-after", String(faults.retryAfterSeconds))])
         }
         stats.recordAccepted(token: token)
+        log.record(token: token, {
+            var entry: [String: JSONValue] = ["push_type": .string(pushType), "topic": .string(topic), "priority": .string(priority),
+                                              "apns_id": .string(apnsID), "bytes": .int(request.body.count), "payload": payload]
+            if let expiration = request.header("apns-expiration") { entry["expiration"] = .string(expiration) }
+            if let collapse = request.header("apns-collapse-id") { entry["collapse_id"] = .string(collapse) }
+            return .object(entry)
+        }())
         request.respond(status: 200, headers: [HeaderField("apns-id", apnsID)])
+    }
+
+    /// Apple's rules for a live-activity payload (`shared/reference/protocols.md` §A6): an
+    /// `event` of start, update or end, a numeric `timestamp`, a `content-state` object; a start
+    /// also needs `alert`, `attributes-type` and `attributes`. The reason APNs returns is not
+    /// documented; the simulator says `BadLiveActivityPayload`.
+    static func liveActivityProblem(_ payload: JSONValue) -> String? {
+        guard let aps = payload["aps"] else { return "BadLiveActivityPayload" }
+        guard let event = aps["event"]?.stringValue, ["start", "update", "end"].contains(event) else { return "BadLiveActivityPayload" }
+        guard case .number? = aps["timestamp"], aps["content-state"]?.objectValue != nil else { return "BadLiveActivityPayload" }
+        if event == "start" {
+            guard aps["alert"] != nil, aps["attributes-type"]?.stringValue != nil, aps["attributes"]?.objectValue != nil else {
+                return "BadLiveActivityPayload"
+            }
+        }
+        return nil
     }
 
     enum Verification { case valid(team: String), invalid, expired }

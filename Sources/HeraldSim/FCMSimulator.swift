@@ -15,9 +15,12 @@ public final class FCMSimulator: Sendable {
     private let tokenLifetimeSeconds: Int64
     private let accessTokens = Mutex<[String: Int64]>([:])
     private let messageCounter = Atomic<UInt64>(0)
+    private let log: SimulatorLog
 
     /// Creates a simulator for the credentials' service account.
-    public init(credentials: SimulatorCredentials, stats: SimulatorStats, faults: SimulatorFaults, tokenLifetimeSeconds: Int64 = 3600) throws(CryptoError) {
+    public init(credentials: SimulatorCredentials, stats: SimulatorStats, faults: SimulatorFaults, tokenLifetimeSeconds: Int64 = 3600,
+                log: SimulatorLog = SimulatorLog()) throws(CryptoError) {
+        self.log = log
         self.credentials = credentials
         self.publicKey = try credentials.fcmKey.publicKey()
         self.stats = stats
@@ -90,6 +93,7 @@ public final class FCMSimulator: Sendable {
                        headers: [HeaderField("retry-after", String(faults.retryAfterSeconds))])
         }
         stats.recordAccepted(token: target)
+        log.record(token: target, .object(["message": .object(message)]))
         let number = messageCounter.wrappingAdd(1, ordering: .relaxed).newValue
         let name = "projects/\(credentials.fcmProjectID)/messages/0:\(number)%\(String(number, radix: 16))"
         request.respond(status: 200, headers: [HeaderField("content-type", "application/json; charset=UTF-8")],

@@ -24,6 +24,8 @@ public final class Simulator: Sendable {
         public var threads = 1
         /// Lifetime of issued FCM access tokens.
         public var fcmTokenLifetimeSeconds: Int64 = 3600
+        /// Accepted requests kept per token for `GET /_sim/log` (0: no log).
+        public var logPerToken = 0
 
         /// Creates a configuration.
         public init(stateDirectory: URL) {
@@ -34,6 +36,9 @@ public final class Simulator: Sendable {
     public let credentials: SimulatorCredentials
     public let apnsStats = SimulatorStats()
     public let fcmStats = SimulatorStats()
+    /// Accepted requests per token (`GET /_sim/log?token=…`), when enabled.
+    public let apnsLog: SimulatorLog
+    public let fcmLog: SimulatorLog
     private let apnsServer: HTTP2Server
     private let fcmServer: HTTP2Server
     private let group: EventLoopGroup
@@ -54,9 +59,14 @@ public final class Simulator: Sendable {
         credentials = try SimulatorCredentials.prepare(directory: configuration.stateDirectory, fcmPort: fcmPort)
         let tls = try TLSContext(serverCertificatePEM: credentials.serverCertificatePEM, keyPEM: credentials.serverKeyPEM)
         let faults = configuration.faults
+        let apnsLog = SimulatorLog(perToken: configuration.logPerToken)
+        let fcmLog = SimulatorLog(perToken: configuration.logPerToken)
+        self.apnsLog = apnsLog
+        self.fcmLog = fcmLog
         let apns = try APNsSimulator(credentials: credentials, stats: apnsStats, faults: faults, maxConcurrentStreams: configuration.maxConcurrentStreams,
-                                     streamsBeforeToken: configuration.streamsBeforeToken)
-        let fcm = try FCMSimulator(credentials: credentials, stats: fcmStats, faults: faults, tokenLifetimeSeconds: configuration.fcmTokenLifetimeSeconds)
+                                     streamsBeforeToken: configuration.streamsBeforeToken, log: apnsLog)
+        let fcm = try FCMSimulator(credentials: credentials, stats: fcmStats, faults: faults, tokenLifetimeSeconds: configuration.fcmTokenLifetimeSeconds,
+                                   log: fcmLog)
         let refuseUntil = Date().addingTimeInterval(faults.refuseConnectionsForSeconds)
         let apnsStats = self.apnsStats
         let fcmStats = self.fcmStats
@@ -65,27 +75,35 @@ public final class Simulator: Sendable {
             if Date() < refuseUntil { return connection.abort() }
             apns.connectionOpened(connection)
         }, handler: { request in
-            Simulator.serve(request, stats: apnsStats, faults: faults) { apns.handle($0) }
+            Simulator.serve(request, stats: apnsStats, log: apnsLog, faults: faults) { apns.handle($0) }
         })
         fcmServer = HTTP2Server(configuration: fcmServerConfiguration, tls: tls, group: group, onConnection: { connection in
             fcmStats.recordConnection()
             if Date() < refuseUntil { connection.abort() }
         }, handler: { request in
-            Simulator.serve(request, stats: fcmStats, faults: faults) { fcm.handle($0) }
+            Simulator.serve(request, stats: fcmStats, log: fcmLog, faults: faults) { fcm.handle($0) }
         })
         apnsPort = try apnsServer.start()
         self.fcmPort = try fcmServer.start()
     }
 
     /// Fault injection and the stats endpoints around a simulator's handler.
-    private static func serve(_ request: HTTP2ServerRequest, stats: SimulatorStats, faults: SimulatorFaults, handler: (HTTP2ServerRequest) -> Void) {
+    private static func serve(_ request: HTTP2ServerRequest, stats: SimulatorStats, log: SimulatorLog, faults: SimulatorFaults,
+                              handler: (HTTP2ServerRequest) -> Void) {
         if request.path.hasPrefix("/_sim/") {
+            if request.path.hasPrefix("/_sim/log?token="), request.method == "GET" {
+                let raw = String(request.path.dropFirst("/_sim/log?token=".count).prefix { $0 != "&" })
+                let token = raw.removingPercentEncoding ?? raw
+                return request.respond(status: 200, headers: [HeaderField("content-type", "application/json")],
+                                       body: log.json(token: token).serializedBytes())
+            }
             if request.path.hasPrefix("/_sim/stats") {
                 let body = stats.snapshot.json(includeTokens: request.path.contains("tokens=1")).serializedBytes()
                 return request.respond(status: 200, headers: [HeaderField("content-type", "application/json")], body: body)
             }
             if request.path == "/_sim/reset", request.method == "POST" {
                 stats.reset()
+                log.reset()
                 return request.respond(status: 204)
             }
             return request.respond(status: 404)

@@ -12,12 +12,14 @@ public struct JobPlanner: Sendable {
     let shardSize: Int
     /// Plans jobs with send_after, local_time, quiet hours or best hour into sub-jobs (issue 10).
     public var scheduling: SchedulePlanner?
+    let liveActivities: LiveActivityPlanner
 
-    /// A planner.
-    public init(context: PipelineContext, runner: ShardRunner, shardSize: Int) {
+    /// A planner; `liveActivities` holds the numbering marks of live activities.
+    public init(context: PipelineContext, runner: ShardRunner, shardSize: Int, liveActivities: LiveActivityRepository) {
         self.context = context
         self.runner = runner
         self.shardSize = shardSize
+        self.liveActivities = LiveActivityPlanner(context: context, runner: runner, repository: liveActivities)
     }
 
     /// Handles one job message; true when its offset may be committed.
@@ -27,9 +29,6 @@ public struct JobPlanner: Sendable {
             job = try Job.decode(message.value)
         } catch {
             return await deadLetter(message, reason: "invalid job: \(error)")
-        }
-        if job.kind == .liveActivity {
-            return await deadLetter(message, reason: "live_activity jobs are not delivered by this version of Herald yet")
         }
         var delay = Duration.seconds(1)
         while true {
@@ -78,8 +77,10 @@ public struct JobPlanner: Sendable {
         } else {
             planned = job
         }
-        // Live-activity updates are never held: their order and freshness are the point.
-        if let scheduling, planned.kind != .liveActivity, planned.needsScheduling(at: scheduling.clock.now) {
+        if planned.kind == .liveActivity {
+            return try await liveActivities.run(planned, stored: stored)
+        }
+        if let scheduling, planned.needsScheduling(at: scheduling.clock.now) {
             try await scheduling.plan(planned, state: stored?.state)
             return true
         }

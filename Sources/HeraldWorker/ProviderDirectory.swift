@@ -178,7 +178,8 @@ public final class AppDelivery: Sendable {
             let notification: APNsNotification
             do {
                 notification = try APNsNotification.forJob(job, target: APNsNotification.Target(
-                    subscriptionID: member.id, deviceToken: token, sandbox: member.sandbox, language: member.language), now: now)
+                    subscriptionID: member.id, deviceToken: token, sandbox: member.sandbox, language: member.language,
+                    channel: job.content?.channel.flatMap { settings.channels[$0] }), now: now)
             } catch {
                 return .failed(reason: error.reason, providerReason: error.description)
             }
@@ -191,7 +192,8 @@ public final class AppDelivery: Sendable {
             case .failure(let problem): return .credentialFault(providerReason: problem.reason)
             }
             let mode: FCMMessage.Mode = member.sdk && settings.payloadProfile == "sdk" ? .sdk : .plain
-            let target = FCMMessage.Target(token: token, mode: mode, language: member.language)
+            let channel = job.content?.channel.flatMap { settings.channels[$0] }
+            let target = FCMMessage.Target(token: token, mode: mode, language: member.language, channel: channel?.definition)
             let rendered: FCMMessage.Rendered
             do {
                 if let content = job.content {
@@ -199,6 +201,8 @@ public final class AppDelivery: Sendable {
                                                      priority: job.delivery.priority, target: target, now: now)
                 } else if let voip = job.voip {
                     rendered = try FCMMessage.render(jobID: job.id, voip: voip, expiresAt: job.expiresAt, target: target, now: now)
+                } else if let update = job.liveActivity {
+                    rendered = try FCMMessage.render(jobID: job.id, liveActivity: update, expiresAt: job.expiresAt, target: target, now: now)
                 } else {
                     return .failed(reason: .badRequest, providerReason: "nothing to render for a \(job.kind.rawValue) job on Android")
                 }

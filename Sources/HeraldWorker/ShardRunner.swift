@@ -101,11 +101,13 @@ public struct ShardRunner: Sendable {
 
     /// Runs shard `shard` of `job` until it is finished, halted, taken over or the worker stops.
     /// Database and broker failures are retried here with backoff; only a stop ends it early.
-    public func run(job: Job, shard: Shard) async -> ShardRunOutcome {
+    /// `source`: where the subscriptions come from (a live activity's tokens instead of the
+    /// audience); `dropping`: settle every one with this reason instead of sending.
+    public func run(job: Job, shard: Shard, source: ShardSource = .audience, dropping: Receipt.Reason? = nil) async -> ShardRunOutcome {
         var delay = Duration.seconds(1)
         while true {
             do {
-                return try await runOnce(job: job, shard: shard)
+                return try await runOnce(job: job, shard: shard, source: source, dropping: dropping)
             } catch {
                 if context.stop.isSet { return .interrupted }
                 if error is PostgresError { context.metrics.postgresError() } else { context.metrics.kafkaError() }
@@ -119,7 +121,7 @@ public struct ShardRunner: Sendable {
         }
     }
 
-    private func runOnce(job: Job, shard: Shard) async throws -> ShardRunOutcome {
+    private func runOnce(job: Job, shard: Shard, source: ShardSource, dropping: Receipt.Reason?) async throws -> ShardRunOutcome {
         let range = SubscriptionRange(from: shard.idFrom, to: shard.idTo)
         var lease: ShardLease
         claiming: while true {
@@ -154,6 +156,8 @@ public struct ShardRunner: Sendable {
         context.metrics.shardStarted()
         // A sub-job sends and reports under the job the user sent (`job.reported`).
         let run = ShardRun(context: context, job: job.reported, lease: lease, range: range, delivery: delivery)
+        run.source = source
+        run.dropping = dropping
         if let perMinute = job.delivery.throttlePerMinute, let throttles {
             run.throttle = JobThrottle(jobID: job.reported.id, perMinute: perMinute, repository: throttles)
         }
@@ -275,6 +279,14 @@ final class ShardRun {
     /// sends paced while the connection and its token were still being set up would otherwise
     /// all reach the provider at once when it is ready.
     var warmedProviders: Set<Receipt.Provider> = []
+    /// Where the subscriptions come from (issue 9: a live activity's tokens).
+    var source: ShardSource = .audience
+    /// Settle every subscription with this `dropped` reason instead of sending (a live-activity
+    /// update refused by the numbering check).
+    var dropping: Receipt.Reason?
+    /// Subscriptions whose live-activity or push-to-start token was unregistered: only that
+    /// token is invalidated at the checkpoint, never the subscription.
+    var tokenInvalidations: [String] = []
 
     init(context: PipelineContext, job: Job, lease: ShardLease, range: SubscriptionRange, delivery: AppDelivery) {
         self.context = context
@@ -314,7 +326,9 @@ final class ShardRun {
 
     private func sweep(_ group: inout ThrowingTaskGroup<Event, any Error>) async throws -> ShardRunOutcome {
         let query = AudienceQuery(appID: appID, audience: job.audience ?? .all)
-        var pages = context.audience.pages(query, in: range, after: lease.cursor, pageSize: context.settings.pageSize).makeAsyncIterator()
+        var pages = ShardPages(source: source, appID: appID, audience: context.audience,
+                               iterator: context.audience.pages(query, in: range, after: lease.cursor, pageSize: context.settings.pageSize).makeAsyncIterator(),
+                               cursor: lease.cursor, pageSize: context.settings.pageSize)
         // 1. The audience, in id order, from the checkpoint.
         sweeping: while !context.stop.isSet {
             guard let page = try await pages.next() else { break }
@@ -444,6 +458,10 @@ final class ShardRun {
             drop(member, .cancelled, attempts: attempts)
             return true
         }
+        if let dropping {
+            drop(member, dropping, attempts: attempts)
+            return true
+        }
         if job.isExpired(at: .now) {
             drop(member, .expired, attempts: attempts)
             return true
@@ -564,7 +582,11 @@ final class ShardRun {
         var receipt = deviceReceipt(member, .unregistered, reason: reason, attempts: attempts)
         receipt.providerReason = String(providerReason.prefix(200))
         settle(member, receipt)
-        invalidations.append(TokenInvalidation(subscriptionID: member.id, reason: String(providerReason.prefix(200)), providerTimestamp: timestamp))
+        if source.sendsToOwnToken(member) {
+            tokenInvalidations.append(member.id)
+        } else {
+            invalidations.append(TokenInvalidation(subscriptionID: member.id, reason: String(providerReason.prefix(200)), providerTimestamp: timestamp))
+        }
         counts.unregistered += 1
         context.metrics.notification(provider: AppDelivery.provider(for: member.platform).rawValue, outcome: "unregistered")
     }
@@ -685,6 +707,10 @@ final class ShardRun {
             _ = try await context.subscriptions.invalidate(appID: appID, invalidations)
             invalidations.removeAll()
         }
+        if !tokenInvalidations.isEmpty {
+            try await source.invalidateTokens(appID: appID, subscriptionIDs: tokenInvalidations)
+            tokenInvalidations.removeAll()
+        }
         if !receipts.isEmpty {
             try await context.publisher.publish(receipts)
             receipts.removeAll()
@@ -722,10 +748,16 @@ final class ShardRun {
         var index = 0
         while index < rows.count {
             let batch = rows[index..<min(index + 1000, rows.count)].map(\.subscriptionID)
-            for member in try await context.audience.members(appID: appID, ids: Array(batch)) { members[member.id] = member }
+            for member in try await source.members(appID: appID, ids: Array(batch), audience: context.audience) { members[member.id] = member }
             index += 1000
         }
         for row in rows {
+            // Parked beyond the checkpointed cursor: the sweep from the cursor sends it again as
+            // a first attempt, so the parked copy goes (a second copy would be sent and counted twice).
+            if lease.cursor.map({ row.subscriptionID.lowercased() > $0.lowercased() }) ?? true {
+                resolvedParked.insert(row.subscriptionID)
+                continue
+            }
             guard let member = members[row.subscriptionID] else {
                 // Deleted meanwhile: nothing to send to.
                 let ghost = AudienceMember(id: row.subscriptionID, platform: .android, token: "", sandbox: false, sdk: false,

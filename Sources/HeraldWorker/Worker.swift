@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 public import HeraldCore
+import HeraldCrypto
 import HeraldHTTP2
 public import HeraldKafka
 public import HeraldPostgres
@@ -52,6 +53,13 @@ public final class Worker: Sendable {
         } catch {
             throw WorkerStartError(message: "HERALD_CREDENTIALS_KEY: \(error)", exitStatus: 78)
         }
+        if let caFile = configuration.endpoints.caFile {
+            do {
+                _ = try TLSContext(client: caFile)
+            } catch {
+                throw WorkerStartError(message: "HERALD_TLS_CA_FILE: \(caFile) is not a usable CA bundle: \(error)", exitStatus: 78)
+            }
+        }
         var poolConfiguration = PostgresPoolConfiguration(url: configuration.databaseURL, size: configuration.databasePoolSize)
         poolConfiguration.applicationName = "herald-\(configuration.workerID)"
         let pool = PostgresPool(poolConfiguration)
@@ -101,8 +109,8 @@ public final class Worker: Sendable {
                                   sink: Scheduler.kafkaSink(producer: producer, topics: configuration.topics))
         var shardRunner = ShardRunner(context: context)
         shardRunner.scheduling = scheduling
-        shardRunner.throttles = ThrottleRepository(pool: pool)
         let throttles = ThrottleRepository(pool: pool)
+        shardRunner.throttles = throttles
         let workerLog = self.log
         shardRunner.rateLimits = ProviderRateLimits(ceilings: configuration.providerCeilings, clock: clock, overrides: { appID in
             do {
@@ -113,7 +121,8 @@ public final class Worker: Sendable {
             }
         }, workers: { scheduler.liveWorkers })
         let runner = shardRunner
-        var jobPlanner = JobPlanner(context: context, runner: runner, shardSize: configuration.shardSize)
+        var jobPlanner = JobPlanner(context: context, runner: runner, shardSize: configuration.shardSize,
+                                    liveActivities: LiveActivityRepository(pool: pool))
         jobPlanner.scheduling = scheduling
         let planner = jobPlanner
         let events = DeviceEventProcessor(context: context, dedupe: DeviceEventDedupe(pool: pool))
@@ -188,12 +197,13 @@ public final class Worker: Sendable {
         let stop = self.stop
         let busy = self.busy
         let log = self.log
+        let metrics = self.metrics
         await withTaskGroup(of: Void.self) { tasks in
             for lane in lanes {
                 tasks.addTask {
                     await lane.run(stop: stop, busy: busy) { message in
                         if message.topic == topics.shards || message.topic == topics.shardsUrgent {
-                            return await Self.handleShard(message, context: context, runner: runner)
+                            return await Self.handleShard(message, context: context, runner: runner, liveActivities: planner.liveActivities)
                         }
                         if message.topic == topics.deviceEvents { return await events.handle(message) }
                         return await planner.handle(message)
@@ -201,6 +211,10 @@ public final class Worker: Sendable {
                 }
             }
             tasks.addTask { await scheduler.run(stop: stop) }
+            let sweeper = RetentionSweeper(pool: pool, retentionDays: configuration.retentionDays, log: log)
+            tasks.addTask { await sweeper.run(stop: stop) }
+            let reports = MetricsPublisher(metrics: metrics, publisher: publisher, log: log, interval: configuration.metricsInterval)
+            tasks.addTask { await reports.run(stop: stop) }
             // The stopper: waits for the signal, lets work in hand checkpoint, then closes the
             // consumers (which commits what is done and ends their message streams).
             tasks.addTask {
@@ -242,8 +256,10 @@ public final class Worker: Sendable {
     }
 
     /// Runs one shard message: decodes it (a bad one is dead-lettered), reads its job from the
-    /// `jobs` table, and runs it.
-    static func handleShard(_ message: KafkaMessage, context: PipelineContext, runner: ShardRunner) async -> Bool {
+    /// `jobs` table, and runs it. A live-activity job's shard (re-queued by `herald jobs resume`)
+    /// goes to the activity's tokens with the job's recorded numbering verdict, never to an audience.
+    static func handleShard(_ message: KafkaMessage, context: PipelineContext, runner: ShardRunner,
+                            liveActivities: LiveActivityPlanner) async -> Bool {
         let shard: Shard
         do {
             shard = try Shard.decode(message.value)
@@ -262,11 +278,14 @@ public final class Worker: Sendable {
                 } catch {
                     return await PipelineDeadLetters.send(message, reason: "the stored job \(shard.jobID) no longer validates: \(error)", context: context)
                 }
+                if job.kind == .liveActivity {
+                    return try await liveActivities.run(job, stored: stored)
+                }
                 return await runner.run(job: job, shard: shard).commitsMessage
             } catch {
                 if context.stop.isSet { return false }
                 context.metrics.postgresError()
-                context.log.error("cannot read the shard's job; retrying", ["job_id": .string(shard.jobID), "error": .string(error.description)])
+                context.log.error("cannot read the shard's job; retrying", ["job_id": .string(shard.jobID), "error": .string("\(error)")])
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(30))
             }

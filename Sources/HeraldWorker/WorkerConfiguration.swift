@@ -52,6 +52,11 @@ public struct WorkerConfiguration: Sendable {
     /// `HERALD_APNS_RATE_PER_MINUTE` (default none) and `HERALD_FCM_RATE_PER_MINUTE` (default
     /// 600,000): sends a minute per app on each provider, shared by the live workers.
     public var providerCeilings = ProviderCeilings()
+    /// `HERALD_METRICS_INTERVAL_SECONDS`: how often a report goes to the metrics topic, default 10.
+    public var metricsInterval: Duration = .seconds(10)
+    /// `HERALD_RETENTION_DAYS`: days finished jobs and device-event dedupe rows are kept
+    /// (``RetentionSweeper``), default 30; 0 keeps them forever.
+    public var retentionDays: Int = 30
 
     /// Topic names.
     public struct Topics: Sendable, Equatable {
@@ -63,6 +68,9 @@ public struct WorkerConfiguration: Sendable {
         public var deviceEvents = "herald.device-events"
         public var metrics = "herald.metrics"
         public var deadLetters = "herald.dlq"
+
+        /// The default names.
+        public init() {}
     }
 
     /// Reads the configuration from `environment`.
@@ -80,29 +88,13 @@ public struct WorkerConfiguration: Sendable {
             }
             return parsed
         }
-        func topic(_ name: String, default value: String) throws(Invalid) -> String {
-            guard let text = environment[name], !text.isEmpty else { return value }
-            let valid = text.utf8.count <= 249 && text.utf8.allSatisfy { byte in
-                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                    || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
-            }
-            guard valid else { throw Invalid(variable: name, reason: "a Kafka topic name is 1–249 of A-Z a-z 0-9 . _ -") }
-            return text
-        }
         databaseURL = try required("HERALD_DATABASE_URL")
         kafkaBrokers = try required("HERALD_KAFKA_BROKERS")
         if let group = environment["HERALD_KAFKA_GROUP"], !group.isEmpty { kafkaGroup = group }
         databasePoolSize = try integer("HERALD_DATABASE_POOL_SIZE", 1...256, default: 8)
         shardSize = try integer("HERALD_SHARD_SIZE", 100...10_000_000, default: 50_000)
         credentialsKey = environment["HERALD_CREDENTIALS_KEY"]
-        topics.jobs = try topic("HERALD_TOPIC_JOBS", default: topics.jobs)
-        topics.jobsUrgent = try topic("HERALD_TOPIC_JOBS_URGENT", default: topics.jobsUrgent)
-        topics.shards = try topic("HERALD_TOPIC_SHARDS", default: topics.shards)
-        topics.shardsUrgent = try topic("HERALD_TOPIC_SHARDS_URGENT", default: topics.shardsUrgent)
-        topics.results = try topic("HERALD_TOPIC_RESULTS", default: topics.results)
-        topics.deviceEvents = try topic("HERALD_TOPIC_DEVICE_EVENTS", default: topics.deviceEvents)
-        topics.metrics = try topic("HERALD_TOPIC_METRICS", default: topics.metrics)
-        topics.deadLetters = try topic("HERALD_TOPIC_DLQ", default: topics.deadLetters)
+        topics = try Topics(environment: environment)
         kafka = KafkaConfiguration(bootstrapServers: kafkaBrokers)
         kafka.addPassThroughProperties(from: environment)
 
@@ -148,6 +140,8 @@ public struct WorkerConfiguration: Sendable {
         providerCeilings.apnsPerMinute = apnsCeiling == 0 ? nil : Int64(apnsCeiling)
         let fcmCeiling = try integer("HERALD_FCM_RATE_PER_MINUTE", 0...1_000_000_000, default: 600_000)
         providerCeilings.fcmPerMinute = fcmCeiling == 0 ? nil : Int64(fcmCeiling)
+        metricsInterval = .seconds(try integer("HERALD_METRICS_INTERVAL_SECONDS", 1...3600, default: 10))
+        retentionDays = try integer("HERALD_RETENTION_DAYS", 0...36_500, default: 30)
         if let text = environment["HERALD_LOG_LEVEL"], !text.isEmpty {
             guard let level = WorkerLog.Level(name: text) else {
                 throw Invalid(variable: "HERALD_LOG_LEVEL", reason: "debug, info, warning or error, not \"\(text.prefix(32))\"")

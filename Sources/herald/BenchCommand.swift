@@ -4,6 +4,7 @@ enum BenchCommand {
     usage: herald bench http2 …      HTTP/2 client load against any TLS HTTP/2 server (compare with h2load)
            herald bench kafka …      produce and consume through HeraldKafka (compare with kcat)
            herald bench audience …   stream an app's audience from PostgreSQL (compare with psql COPY)
+           herald bench pipeline …   one campaign through the whole pipeline on this machine (JSON)
     """
 
     static func run(_ arguments: [String]) async -> Int32 {
@@ -12,6 +13,8 @@ enum BenchCommand {
             return BenchHTTP2Command.run(Array(arguments.dropFirst()))
         case "kafka":
             return await BenchKafkaCommand.run(Array(arguments.dropFirst()))
+        case "pipeline":
+            return await BenchPipelineCommand.run(Array(arguments.dropFirst()))
         case "audience":
             return await BenchAudienceCommand.run(Array(arguments.dropFirst()))
         default:

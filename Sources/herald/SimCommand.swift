@@ -7,7 +7,7 @@ enum SimCommand {
     usage: herald sim --state-dir DIR [--apns-port P] [--fcm-port Q] [--max-streams N] [--streams-before-token N] [--threads T]
                       [--unregistered-share X] [--rate-429 X] [--rate-5xx X] [--retry-after S]
                       [--goaway-every N] [--reset-every N] [--latency-ms MS] [--stall-rate X]
-                      [--refuse-connections-for S] [--fcm-token-ttl S]
+                      [--refuse-connections-for S] [--fcm-token-ttl S] [--log N]
            herald sim token --state-dir DIR
     """
 
@@ -25,6 +25,7 @@ enum SimCommand {
         configuration.threads = options.int("--threads", in: 1...64) ?? 1
         configuration.streamsBeforeToken = UInt32(options.int("--streams-before-token", in: 1...100_000) ?? 1)
         configuration.fcmTokenLifetimeSeconds = Int64(options.int("--fcm-token-ttl", in: 1...86_400) ?? 3600)
+        configuration.logPerToken = options.int("--log", in: 0...100_000) ?? 0
         configuration.faults.unregistered = UnregisteredShare(options.double("--unregistered-share", in: 0...1) ?? 0)
         configuration.faults.tooManyRequestsRate = options.double("--rate-429", in: 0...1) ?? 0
         configuration.faults.serverErrorRate = options.double("--rate-5xx", in: 0...1) ?? 0

@@ -65,6 +65,45 @@ import Testing
         #expect(notification.priority == 5)
         #expect(notification.collapseID == nil)
         #expect(try JSONValue.parse(notification.payload)["aps"]?["timestamp"] == .int(APNsNotificationTests.now.seconds))
+        #expect(notification.pushType.topic(bundleID: "com.example.app") == "com.example.app.push-type.liveactivity")
+    }
+
+    /// Issue 9: the worker's timestamp (from the activity's mark, never backwards) wins over the
+    /// send time; start and end default to priority 10.
+    @Test func liveActivityTimestampFromTheMarkAndStartPriority() throws {
+        var job = try APNsNotificationTests.job("live_activity",
+            #""live_activity":{"activity_id":"a1","event":"start","stream_id":"s1","sequence":1,"content_state":{"eta":3},"alert":{"title":"Ride","body":"On its way"},"attributes_type":"RideAttributes","attributes":{"car":"blue"}}"#)
+        job.liveActivity?.timestamp = APNsNotificationTests.now.seconds - 30
+        let notification = try APNsNotification.forJob(job, target: target(), now: APNsNotificationTests.now)
+        #expect(notification.priority == 10)
+        let aps = try JSONValue.parse(notification.payload)["aps"]
+        #expect(aps?["timestamp"] == .int(APNsNotificationTests.now.seconds - 30))
+        #expect(aps?["input-push-token"] == .int(1))
+    }
+
+    /// Issue 9: a start without an alert never reaches APNs: the job is refused at validation.
+    @Test func liveActivityStartWithoutAlertIsInvalid() {
+        #expect(throws: ValidationError.self) {
+            try APNsNotificationTests.job("live_activity",
+                #""live_activity":{"activity_id":"a1","event":"start","stream_id":"s1","sequence":1,"content_state":{},"attributes_type":"RideAttributes","attributes":{}}"#)
+        }
+    }
+
+    /// Issue 9: the channel's iOS side fills what the job left unset; the job's own values win.
+    @Test func channelIOSSideIsApplied() throws {
+        var channel = NotificationChannel(key: "orders", name: "Orders")
+        channel.iosSound = "chime.caf"
+        channel.iosInterruptionLevel = .timeSensitive
+        channel.iosRelevanceScore = 0.7
+        channel.iosThreadID = "orders"
+        let job = try APNsNotificationTests.job("notification", #""content":{"title":"Hi","channel":"orders","thread_id":"mine"}"#)
+        var target = target()
+        target.channel = channel
+        let aps = try JSONValue.parse(try APNsNotification.forJob(job, target: target, now: APNsNotificationTests.now).payload)["aps"]
+        #expect(aps?["sound"] == .string("chime.caf"))
+        #expect(aps?["interruption-level"] == .string("time-sensitive"))
+        #expect(aps?["relevance-score"] == .double(0.7))
+        #expect(aps?["thread-id"] == .string("mine"))
     }
 
     @Test func oversizedDataIsPayloadTooLarge() throws {

@@ -125,6 +125,8 @@ import Testing
         let payload = try json(rendered)
         #expect(payload["aps"] == .object([:]))
         #expect(payload["herald"]?["data"]?["blob"]?.stringValue?.count == 4900)
+        // Issue 9: the VoIP marker beside the data.
+        #expect(payload["herald"]?["voip"] == .string("1"))
         let tooBig = ["blob": String(repeating: "v", count: 5200)]
         #expect(throws: APNsPayload.Failure.self) { try APNsPayload.voip(data: tooBig, for: recipient()) }
     }
@@ -148,6 +150,29 @@ import Testing
         #expect(aps?["attributes-type"] == .string("DeliveryAttributes"))
         #expect(aps?["stale-date"] == .int(Timestamp(rfc3339: "2026-12-02T11:00:00Z")?.seconds ?? 0))
         #expect(aps?["relevance-score"] == .int(50))
+        #expect(aps?["input-push-token"] == .int(1))
         #expect(payload["herald"] == .object(["id": .string("job-1")]))
+    }
+
+    /// Issue 9: update and end carry neither the start-only keys nor `input-push-token`; end
+    /// carries its dismissal date; the timestamp is the one given.
+    @Test func liveActivityUpdateAndEndCarryOnlyTheirKeys() throws {
+        for event in ["update", "end"] {
+            let job = try Job.decode(JobFixture.job([
+                "kind": .string("live_activity"), "content": nil, "audience": nil,
+                "live_activity": try JSONValue.parse("""
+                {"activity_id":"a1","event":"\(event)","stream_id":"s1","sequence":4,"content_state":{"eta":3},
+                 "attributes_type":"DeliveryAttributes","attributes":{"r":"Nova"},"dismissal_date":"2026-12-02T12:00:00Z"}
+                """),
+            ]))
+            let update = try #require(job.liveActivity)
+            #expect(update.priority == (event == "update" ? 5 : 10))
+            let aps = try JSONValue.parse(try APNsPayload.liveActivity(update, jobID: job.id, timestamp: 1_796_000_001).bytes)["aps"]
+            #expect(aps?["event"] == .string(event))
+            #expect(aps?["timestamp"] == .int(1_796_000_001))
+            #expect(aps?["content-state"] == .object(["eta": .int(3)]))
+            #expect(aps?["dismissal-date"] == .int(Timestamp(rfc3339: "2026-12-02T12:00:00Z")?.seconds ?? 0))
+            #expect(aps?["attributes-type"] == nil && aps?["attributes"] == nil && aps?["input-push-token"] == nil && aps?["alert"] == nil)
+        }
     }
 }

@@ -158,4 +158,77 @@ import Testing
         #expect(FCMMessage.prefix(of: "aé日", maxBytes: 5) == "aé")
         #expect(FCMMessage.prefix(of: "aé日", maxBytes: 6) == "aé日")
     }
+
+    static func liveJob(_ liveActivity: String, extra: String = "") throws -> Job {
+        try Job.decode(Array("""
+        {"schema":"herald.job.v1","id":"ride-7:update:4","app_id":"shop","kind":"live_activity","created_at":"2026-12-02T10:00:00Z",
+         "live_activity":\(liveActivity)\(extra)}
+        """.utf8))
+    }
+
+    /// Issue 9: an Android live update is a data message with the action, ids, sequence,
+    /// content state as a JSON string, the optional alert, `collapse_key` = activity id.
+    @Test func liveUpdateCarriesItsFields() throws {
+        var job = try Self.liveJob(#"""
+        {"activity_id":"ride-7","event":"update","stream_id":"session-2","sequence":4,"content_state":{"eta":3,"driver":"Ada"},
+         "alert":{"title":"Almost there","body":"3 minutes"},"stale_date":"2026-12-02T11:00:00Z"}
+        """#, extra: #","expires_at":"2026-12-02T11:00:00Z""#)
+        job.liveActivity?.timestamp = 1_796_205_590
+        let update = try #require(job.liveActivity)
+        let rendered = try FCMMessage.render(jobID: job.id, liveActivity: update, expiresAt: job.expiresAt,
+                                             target: .init(token: "device-token", mode: .sdk), now: Self.now)
+        let message = try #require(try JSONValue.parse(rendered.body)["message"])
+        #expect(message["token"] == .string("device-token"))
+        #expect(message["notification"] == nil)
+        #expect(message["android"] == .object(["priority": .string("normal"), "collapse_key": .string("ride-7"), "ttl": .string("3600s")]))
+        let data = try #require(message["data"]?.objectValue)
+        #expect(data["live_update"] == .string("UPDATE"))
+        #expect(data["activity_id"] == .string("ride-7"))
+        #expect(data["stream_id"] == .string("session-2"))
+        #expect(data["sequence"] == .string("4"))
+        #expect(data["content_state"] == .string(#"{"driver":"Ada","eta":3}"#))
+        #expect(data["alert"] == .string(#"{"body":"3 minutes","title":"Almost there"}"#))
+        #expect(data["herald_id"] == .string("ride-7:update:4"))
+        #expect(data["timestamp"] == .string("1796205590"))
+        #expect(data["stale_date"] == .string(String(Timestamp(rfc3339: "2026-12-02T11:00:00Z")?.seconds ?? 0)))
+        #expect(data.values.allSatisfy { $0.stringValue != nil })
+    }
+
+    /// Start and end are high priority; start carries its attributes; no alert, no key.
+    @Test func liveStartAndEndAreHighPriority() throws {
+        let start = try #require(try Self.liveJob(#"""
+        {"activity_id":"ride-7","event":"start","stream_id":"s","sequence":1,"content_state":{},"alert":{"title":"Ride","body":"Booked"},
+         "attributes_type":"RideAttributes","attributes":{"car":"blue"}}
+        """#, extra: #","audience":{"all":true}"#).liveActivity)
+        var message = try JSONValue.parse(try FCMMessage.render(jobID: "j", liveActivity: start, expiresAt: nil,
+                                                                 target: .init(token: "t", mode: .plain), now: Self.now).body)["message"]
+        #expect(message?["android"]?["priority"] == .string("high"))
+        #expect(message?["data"]?["live_update"] == .string("START"))
+        #expect(message?["data"]?["attributes_type"] == .string("RideAttributes"))
+        #expect(message?["data"]?["attributes"] == .string(#"{"car":"blue"}"#))
+        let end = try #require(try Self.liveJob(#"{"activity_id":"ride-7","event":"end","stream_id":"s","sequence":9,"content_state":{"done":true}}"#).liveActivity)
+        message = try JSONValue.parse(try FCMMessage.render(jobID: "j", liveActivity: end, expiresAt: nil,
+                                                             target: .init(token: "t", mode: .sdk), now: Self.now).body)["message"]
+        #expect(message?["android"]?["priority"] == .string("high"))
+        #expect(message?["data"]?["live_update"] == .string("END"))
+        #expect(message?["data"]?["alert"] == nil && message?["data"]?["attributes"] == nil)
+        let big = try #require(try Self.liveJob(#"{"activity_id":"r","event":"update","stream_id":"s","sequence":2,"content_state":{"x":"\#(String(repeating: "y", count: 4100))"}}"#).liveActivity)
+        #expect(throws: FCMMessage.Failure.self) {
+            try FCMMessage.render(jobID: "j", liveActivity: big, expiresAt: nil, target: .init(token: "t", mode: .sdk), now: Self.now)
+        }
+    }
+
+    /// Issue 9: a plain notification names the app's versioned Android channel id; the SDK gets
+    /// the whole definition.
+    @Test func channelIDAndDefinition() throws {
+        let job = try Self.job(#""title":"Hi","channel":"orders""#)
+        var channel = NotificationChannel(key: "orders", name: "Orders", version: 3)
+        channel.importance = .high
+        let (_, plain) = try Self.render(job, mode: .plain, channel: channel.definition)
+        #expect(plain["android"]?["notification"]?["channel_id"] == .string("nf_orders_v3"))
+        let (_, sdk) = try Self.render(job, mode: .sdk, channel: channel.definition)
+        let definition = try JSONValue.parse(Array((sdk["data"]?["channel"]?.stringValue ?? "").utf8))
+        #expect(definition == channel.definition)
+        #expect(definition["id"] == .string("nf_orders_v3") && definition["importance"] == .string("high"))
+    }
 }

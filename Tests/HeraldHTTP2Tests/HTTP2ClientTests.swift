@@ -105,9 +105,10 @@ final class ServerCounters: @unchecked Sendable {
             (error as? HTTP2Error)?.code == .timeout
         }
         let elapsed = Date().timeIntervalSince(started)
-        // Not before the deadline; and well before the 30 s default, so the request's own deadline
-        // fired (the slack is for a loaded CI machine running every suite at once).
-        #expect(elapsed >= 0.3 && elapsed < 10, "timed out after \(elapsed) s")
+        // Not before the deadline; and before the 30 s default, so the request's own deadline
+        // fired (the slack is for a loaded machine running every suite at once: 22 s was seen
+        // with four other builds running).
+        #expect(elapsed >= 0.3 && elapsed < 28, "timed out after \(elapsed) s")
         #expect(try await client.send(HTTP2Request(method: "GET", path: "/ok")).status == 204)
         #expect(await client.statistics().connectionsOpened == 1)
         client.shutdown()

@@ -1,3 +1,4 @@
+import HeraldCore
 import HeraldPostgres
 import HeraldTestSupport
 import Testing
@@ -40,9 +41,101 @@ struct AppRepositoryTests {
         }
         try await apps.setHalt(appID: "other", provider: "fcm", reason: "credentials")
         #expect(try await pool.query("SELECT fcm_halted_reason, apns_halted_reason FROM apps WHERE id = 'other'").rows == [["credentials", nil]])
-        try await apps.upsertChannel(appID: "other", id: "news", name: "News", importance: "high")
-        #expect(try await apps.channels(appID: "other")["news"]?.importance == "high")
         await #expect(throws: PostgresError.self) { try CredentialsKey(base64: "short") }
+        await database.tearDown(pool)
+    }
+
+    @Test func insertUpdateSummariesAndRekey() async throws {
+        let (database, pool) = try await TestDatabase.migrated(apps: [])
+        let apps = AppRepository(pool: pool, key: try CredentialsKey(base64: Self.keyA))
+        let apns = APNsTokenCredentials(keyID: "ABC123DEFG", teamID: "TEAM123456", bundleID: "com.example.app", environment: "sandbox",
+                                        privateKeyPEM: "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+        let fcm = FCMCredentials(projectID: "demo-project", serviceAccountJSON: #"{"type":"service_account"}"#)
+        try await apps.insert(AppSettings(id: "demo", name: "Demo", apns: apns, fcm: fcm, defaultTimeZone: "Europe/Paris"))
+        await #expect {
+            try await apps.insert(AppSettings(id: "demo", name: "Again"))
+        } throws: { error in
+            (error as? PostgresError)?.code == .invalidState
+        }
+        #expect(try await apps.app(id: "demo")?.defaultTimeZone == "Europe/Paris")
+
+        // Only what the change touches changes; a refusal rolls the whole change back.
+        let updated = try await apps.update(id: "demo") { app in
+            app.payloadProfile = "plain"
+            return nil
+        }
+        #expect(updated.apns == apns && updated.fcm == fcm && updated.payloadProfile == "plain")
+        await #expect(throws: PostgresError.self) {
+            try await apps.update(id: "demo") { app in
+                app.name = "Renamed"
+                return "no"
+            }
+        }
+        #expect(try await apps.app(id: "demo")?.name == "Demo")
+        await #expect {
+            try await apps.update(id: "nobody") { _ in nil }
+        } throws: { error in
+            (error as? PostgresError)?.code == .notFound
+        }
+
+        let summaries = try await AppRepository.summaries(pool: pool)
+        #expect(summaries.map(\.id) == ["demo"])
+        #expect(summaries.first?.apnsKeyID == "ABC123DEFG" && summaries.first?.fcmProjectID == "demo-project")
+
+        // Rekey: everything opens under the new key, nothing under the old one; a wrong old key changes nothing.
+        let rekeyed = AppRepository(pool: pool, key: try CredentialsKey(base64: Self.keyB))
+        #expect(try await rekeyed.rekey(from: try CredentialsKey(base64: Self.keyA)) == 1)
+        #expect(try await rekeyed.app(id: "demo")?.apns == apns)
+        await #expect(throws: PostgresError.self) { try await apps.app(id: "demo") }
+        await #expect {
+            try await rekeyed.rekey(from: try CredentialsKey(base64: Self.keyA))
+        } throws: { error in
+            (error as? PostgresError)?.code == .credentials && (error as? PostgresError)?.message.contains("nothing was changed") == true
+        }
+        #expect(try await rekeyed.app(id: "demo")?.fcm == fcm)
+        await database.tearDown(pool)
+    }
+
+    /// Issue 9: every Android setting change moves the version (and so the channel id
+    /// nf_<key>_v<version>); renaming, the iOS side and an unchanged write do not.
+    @Test func androidSettingChangesBumpTheChannelVersion() async throws {
+        let (database, pool) = try await TestDatabase.migrated(apps: ["app"])
+        let apps = AppRepository(pool: pool, key: try CredentialsKey(base64: Self.keyA))
+        var channel = NotificationChannel(key: "orders", name: "Orders")
+        channel.importance = .high
+        channel.vibration = .custom([0, 250, 100, 250])
+        channel.light = .custom("#ff8800")
+        channel.iosInterruptionLevel = .timeSensitive
+        var stored = try await apps.upsertChannel(appID: "app", channel)
+        #expect(stored.version == 1 && stored.androidID == "nf_orders_v1")
+        #expect(stored.vibration == .custom([0, 250, 100, 250]) && stored.light == .custom("#ff8800") && stored.iosInterruptionLevel == .timeSensitive)
+        stored = try await apps.upsertChannel(appID: "app", channel)
+        #expect(stored.version == 1)
+        channel.name = "Your orders"
+        channel.iosSound = "chime.caf"
+        stored = try await apps.upsertChannel(appID: "app", channel)
+        #expect(stored.version == 1 && stored.name == "Your orders" && stored.iosSound == "chime.caf")
+        var expected = 1
+        let changes: [(inout NotificationChannel) -> Void] = [
+            { $0.importance = .urgent }, { $0.sound = .custom("bell") }, { $0.sound = .off }, { $0.vibration = .off },
+            { $0.light = .platformDefault }, { $0.lockscreenVisibility = .public }, { $0.badge = false }, { $0.bypassDoNotDisturb = true },
+            { $0.group = "shop" },
+        ]
+        for change in changes {
+            change(&channel)
+            expected += 1
+            stored = try await apps.upsertChannel(appID: "app", channel)
+            #expect(stored.version == expected)
+        }
+        #expect(stored.androidID == "nf_orders_v\(expected)")
+        // A write by someone else (the upstream API) bumps it too.
+        try await pool.query("UPDATE channels SET importance = 'low' WHERE app_id = 'app' AND id = 'orders'", idempotent: false)
+        let loaded = try #require(try await apps.app(id: "app")?.channels["orders"])
+        #expect(loaded.version == expected + 1 && loaded.importance == .low)
+        channel.pinnedAndroidID = "orders"
+        #expect(try await apps.upsertChannel(appID: "app", channel).androidID == "orders")
+        #expect(try await apps.deleteChannel(appID: "app", key: "orders"))
+        #expect(try await apps.channels(appID: "app").isEmpty)
         await database.tearDown(pool)
     }
 }

@@ -6,6 +6,44 @@ import HeraldSim
 import Testing
 
 @Suite(.timeLimit(.minutes(2))) struct APNsSimulatorTests {
+    /// Issue 9: live-activity payloads are held to Apple's rules (event, timestamp, content
+    /// state; alert, attributes type and attributes on start), and with `--log` the accepted
+    /// requests of a token come back in order from `GET /_sim/log`.
+    @Test func liveActivityRulesAndTheLog() async throws {
+        let fixture = try SimulatorFixture(logPerToken: 100)
+        let client = try fixture.client(port: fixture.simulator.apnsPort)
+        let token = SimulatorFixture.deviceToken(9)
+        let bad: [String] = [
+            #"{"aps":{"event":"update","content-state":{}}}"#,
+            #"{"aps":{"event":"pause","timestamp":1,"content-state":{}}}"#,
+            #"{"aps":{"event":"update","timestamp":1}}"#,
+            #"{"aps":{"event":"start","timestamp":1,"content-state":{},"attributes-type":"T","attributes":{}}}"#,
+            #"{"aps":{"event":"start","timestamp":1,"content-state":{},"alert":{"title":"a","body":"b"},"attributes":{}}}"#,
+        ]
+        for body in bad {
+            let response = try await client.send(try fixture.apnsRequest(token: token, pushType: "liveactivity", body: body))
+            #expect(response.status == 400 && SimulatorFixture.reason(response) == "BadLiveActivityPayload", "\(body)")
+        }
+        let good = [
+            #"{"aps":{"event":"start","timestamp":1,"content-state":{},"alert":{"title":"a","body":"b"},"attributes-type":"T","attributes":{}}}"#,
+            #"{"aps":{"event":"update","timestamp":2,"content-state":{"n":1}}}"#,
+            #"{"aps":{"event":"end","timestamp":3,"content-state":{"n":2},"dismissal-date":4}}"#,
+        ]
+        for body in good {
+            let response = try await client.send(try fixture.apnsRequest(token: token, pushType: "liveactivity", body: body,
+                                                                          extra: [HeaderField("apns-priority", "5")]))
+            #expect(response.status == 200, "\(body)")
+        }
+        let log = fixture.simulator.apnsLog.entries(token: token)
+        #expect(log.map { $0["payload"]?["aps"]?["timestamp"] } == [.int(1), .int(2), .int(3)])
+        #expect(log.allSatisfy { $0["push_type"] == .string("liveactivity") && $0["priority"] == .string("5") })
+        #expect(log.first?["topic"] == .string(fixture.simulator.credentials.bundleID + ".push-type.liveactivity"))
+        // Over HTTP as well.
+        let answer = try await client.send(HTTP2Request(method: "GET", path: "/_sim/log?token=\(token)", headers: []))
+        #expect(try JSONValue.parse(answer.body)["entries"]?.arrayValue?.count == 3)
+        client.shutdown()
+    }
+
     @Test func acceptsAValidPushAndCountsIt() async throws {
         let fixture = try SimulatorFixture()
         let client = try fixture.client(port: fixture.simulator.apnsPort)

@@ -1,0 +1,169 @@
+import Foundation
+import HeraldCore
+import HeraldKafka
+import HeraldPostgres
+import HeraldWorker
+
+/// `herald bench pipeline --devices N --workers W [--ios-share S] --json`: the whole path on one
+/// machine (embedded broker, throwaway PostgreSQL, `herald sim`, W worker processes) for one
+/// campaign to every device, measured from the outside: receipts read back from the results
+/// topic, deliveries counted by the simulators, the workers' peak RSS from /proc.
+enum BenchPipelineCommand {
+    static let usage = """
+        usage: herald bench pipeline [--devices N] [--workers W] [--ios-share S] [--unregistered-share X]
+                                     [--sim-threads T] [--partitions P] [--timeout S] [--json]
+          Worker settings come from this process's HERALD_* variables (HERALD_SHARD_SIZE,
+          HERALD_SHARD_CONCURRENCY, HERALD_SEND_WINDOW, HERALD_PROVIDER_CONNECTIONS, …).
+        """
+
+    static func run(_ arguments: [String]) async -> Int32 {
+        var options = OptionParser(arguments, command: "herald bench pipeline", usage: usage)
+        let devices = options.int("--devices", in: 1...20_000_000) ?? 100_000
+        let workers = options.int("--workers", in: 1...32) ?? 2
+        let iosShare = options.double("--ios-share", in: 0...1) ?? 0.5
+        let unregisteredShare = options.double("--unregistered-share", in: 0...1) ?? 0.01
+        let simulatorThreads = options.int("--sim-threads", in: 1...16) ?? 2
+        let partitions = options.int("--partitions", in: 1...256) ?? 8
+        let timeout = options.int("--timeout", in: 1...86_400) ?? 1800
+        let json = options.flag("--json")
+        guard options.finish() else { return 64 }
+
+        let environment = DevEnvironment()
+        defer { _ = environment }
+        let status = await measure(environment, devices: devices, workers: workers, iosShare: iosShare, unregisteredShare: unregisteredShare,
+                                   simulatorThreads: simulatorThreads, partitions: Int32(partitions), timeout: timeout, json: json)
+        await environment.tearDown()
+        return status
+    }
+
+    private static func measure(_ environment: DevEnvironment, devices: Int, workers: Int, iosShare: Double, unregisteredShare: Double,
+                                simulatorThreads: Int, partitions: Int32, timeout: Int, json: Bool) async -> Int32 {
+        do {
+            let started = try await environment.start(devices: devices, iosShare: iosShare, unregisteredShare: unregisteredShare,
+                                                      workers: workers, partitions: partitions, simulatorThreads: simulatorThreads, quiet: true)
+            var workerEnvironment = started.environment
+            for (name, value) in ProcessInfo.processInfo.environment where name.hasPrefix("HERALD_") && workerEnvironment[name] == nil
+                || ["HERALD_SHARD_SIZE", "HERALD_METRICS_INTERVAL_SECONDS"].contains(name) {
+                workerEnvironment[name] = value
+            }
+            Console.error("herald bench pipeline: starting \(workers) worker(s) …")
+            try await environment.startWorkers(workers, environment: workerEnvironment, directory: started.directory)
+            let audienceRows = try await started.pool.query(
+                "SELECT count(*) FROM subscriptions WHERE app_id = 'demo' AND opted_in AND invalidated_at IS NULL")
+            let audience = audienceRows.rows.first?.first.flatMap { $0 }.flatMap { Int($0) } ?? 0
+            await started.pool.close()
+
+            let brokers = started.cluster.bootstrapServers
+            let topics = environment.topics
+            var consumerOptions = KafkaConsumerOptions()
+            consumerOptions.maximumInFlight = 200_000
+            let consumer = try KafkaConsumer(configuration: KafkaConfiguration(bootstrapServers: brokers, properties: ["session.timeout.ms": "6000"]),
+                                             groupID: "herald-bench-\(getpid())", options: consumerOptions)
+            try consumer.subscribe(topics: [topics.results])
+            let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: brokers))
+            let jobID = "bench-\(Timestamp.now.seconds)"
+            let job: JSONValue = .object([
+                "schema": .string(Job.schemaName), "id": .string(jobID), "app_id": .string("demo"), "kind": .string("notification"),
+                "created_at": .string(Timestamp.now.description), "audience": .object(["all": .bool(true)]),
+                "content": .object(["title": .string("Benchmark"), "body": .string("One campaign to every device.")]),
+            ])
+            Console.error("herald bench pipeline: \(audience) devices in the audience; sending the campaign …")
+            let clock = ContinuousClock()
+            let produced = clock.now
+            _ = try await producer.send(topic: topics.jobs, key: jobID, value: job.serialized())
+
+            var stages: [String: Receipt.Stage] = [:]
+            stages.reserveCapacity(audience)
+            var repeats = 0
+            var conflicting = 0
+            var counts: [Receipt.Stage: Int] = [:]
+            var plannedAt: Timestamp?
+            var latencies: [Int64] = []
+            latencies.reserveCapacity(audience)
+            var completedAt: ContinuousClock.Instant?
+            var completedTotals: Receipt.Totals?
+            var lastProgress = clock.now
+            while true {
+                if clock.now - produced > .seconds(timeout) {
+                    Console.error("herald bench pipeline: no completion within \(timeout) s")
+                    break
+                }
+                if let dead = environment.workers.first(where: { !$0.isRunning }) {
+                    Console.error("herald bench pipeline: a worker exited (status \(dead.terminationStatus)); logs in \(started.directory.path)")
+                    return 1
+                }
+                // After `completed`, read on briefly for receipts still in other partitions.
+                if let completedAt, clock.now - completedAt > .seconds(3) { break }
+                guard let message = try await consumer.poll(timeoutMilliseconds: 100) else { continue }
+                consumer.markProcessed(message)
+                guard let receipt = try? Receipt.decode(message.value), receipt.jobID == jobID else { continue }
+                switch receipt.stage {
+                case .planned:
+                    plannedAt = receipt.at
+                case .completed:
+                    if completedAt == nil { completedAt = clock.now }
+                    completedTotals = receipt.totals
+                case let stage where stage.isTerminal:
+                    guard let subscription = receipt.subscriptionID else { continue }
+                    if let previous = stages[subscription] {
+                        if previous == stage { repeats += 1 } else { conflicting += 1 }
+                        continue
+                    }
+                    stages[subscription] = stage
+                    counts[stage, default: 0] += 1
+                    if let plannedAt { latencies.append(receipt.at.unixMilliseconds - plannedAt.unixMilliseconds) }
+                default:
+                    break
+                }
+                if clock.now - lastProgress > .seconds(5) {
+                    lastProgress = clock.now
+                    Console.error("herald bench pipeline: \(stages.count) of \(audience) receipts")
+                }
+            }
+            let finished = completedAt ?? clock.now
+            let elapsed = finished - produced
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            // Peak RSS of each worker, before they stop.
+            var peakKilobytes = 0
+            for worker in environment.workers {
+                let status = (try? String(contentsOfFile: "/proc/\(worker.pid)/status", encoding: .utf8)) ?? ""
+                for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+                    let digits = line.split(separator: " ").compactMap { Int($0) }.first ?? 0
+                    peakKilobytes = max(peakKilobytes, digits)
+                }
+            }
+            await consumer.close()
+            let apns = started.simulator.apnsStats.snapshot
+            let fcm = started.simulator.fcmStats.snapshot
+            latencies.sort()
+            func percentile(_ q: Double) -> Int64 {
+                guard !latencies.isEmpty else { return 0 }
+                return latencies[min(latencies.count - 1, Int(Double(latencies.count - 1) * q))]
+            }
+            let delivered = (counts[.accepted] ?? 0) + (counts[.unregistered] ?? 0) + (counts[.failed] ?? 0)
+            let result: JSONValue = .object([
+                "devices": .int(devices), "audience": .int(audience), "workers": .int(workers),
+                "accepted": .int(counts[.accepted] ?? 0), "unregistered": .int(counts[.unregistered] ?? 0),
+                "failed": .int(counts[.failed] ?? 0), "dropped": .int(counts[.dropped] ?? 0),
+                "lost": .int(max(0, audience - stages.count)),
+                "duplicates": .int(apns.duplicateDeliveries + fcm.duplicateDeliveries),
+                "duplicate_receipts": .int(repeats), "conflicting_receipts": .int(conflicting),
+                "completed": .bool(completedTotals != nil),
+                "seconds": .double((seconds * 100).rounded() / 100),
+                "notifications_per_second": .double((Double(delivered) / max(seconds, 0.001)).rounded()),
+                "p50_ms": .int(Int(percentile(0.5))), "p99_ms": .int(Int(percentile(0.99))),
+                "peak_rss_mb": .double((Double(peakKilobytes) / 1024).rounded()),
+                "simulator_accepted": .int(apns.accepted + fcm.accepted), "protocol_violations": .int(apns.violations + fcm.violations),
+            ])
+            if json {
+                print(result.serialized())
+            } else {
+                for (key, value) in result.objectValue?.sorted(by: { $0.key < $1.key }) ?? [] { print("\(key): \(value.serialized())") }
+            }
+            return completedTotals == nil || stages.count < audience ? 1 : 0
+        } catch {
+            Console.error("herald bench pipeline: \(error)")
+            return 69
+        }
+    }
+}
