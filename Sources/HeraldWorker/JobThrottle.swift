@@ -2,8 +2,9 @@ public import HeraldPostgres
 
 /// `delivery.throttle_per_minute` for one shard run: takes tokens from the job's bucket in
 /// PostgreSQL (shared by all its shards on all workers) in small batches and waits when the
-/// bucket is empty. The bucket holds at most a tenth of a second of sends and a shard at most
-/// 50 ms of them, so no 10-second window can run more than a few percent over the rate. A shard
+/// bucket is empty. The bucket holds at most a fifth of a second of sends (so a take delayed by
+/// a slow database loses nothing) and a shard at most 50 ms of them, so no 10-second window can
+/// run more than a few percent over the rate. A shard
 /// that finishes puts its unused tokens back: the remaining shards then get its share.
 ///
 /// Used by one task (the shard run); not thread-safe.
@@ -22,8 +23,8 @@ public final class JobThrottle {
     }
 
     var perSecond: Double { Double(perMinute) / 60 }
-    /// A tenth of a second of sends, at least one.
-    var capacity: Double { max(1, perSecond / 10) }
+    /// A fifth of a second of sends, at least one.
+    var capacity: Double { max(1, perSecond / 5) }
     /// 50 ms of sends per take, at least one.
     var batch: Int { max(1, Int(perSecond / 20)) }
 

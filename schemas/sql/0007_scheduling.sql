@@ -33,7 +33,7 @@ CREATE TABLE job_throttles (
 );
 
 COMMENT ON TABLE job_throttles IS
-    'Token bucket of a job with delivery.throttle_per_minute, shared by all its shards and workers: refilled at per_minute/60 tokens a second up to capacity (a tenth of a second of sends, so no window overshoots).';
+    'Token bucket of a job with delivery.throttle_per_minute, shared by all its shards and workers: refilled at per_minute/60 tokens a second up to capacity (a fifth of a second of sends, so no 10-second window overshoots by more than a few percent).';
 
 -- Per-app provider rate ceilings (sends a minute, all workers together); NULL = the workers'
 -- HERALD_APNS_RATE_PER_MINUTE / HERALD_FCM_RATE_PER_MINUTE, 0 = no ceiling for this app.
