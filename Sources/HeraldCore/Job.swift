@@ -26,6 +26,9 @@ public struct Job: Sendable {
     public var expiresAt: Timestamp?
     /// A test send (counted apart in metrics).
     public var test: Bool
+    /// Set on a sub-job Herald derived from a scheduled job (local time, quiet hours, best hour,
+    /// send after): the id of the job the user sent, under which its receipts are reported.
+    public var parentID: String?
     /// Who receives it. Absent only for live-activity updates and ends, which go to the activity's tokens.
     public var audience: Audience?
     /// What a `notification` job shows.
@@ -57,6 +60,7 @@ public struct Job: Sendable {
         createdAt = try root.timestamp("created_at")
         expiresAt = try root.optionalTimestamp("expires_at")
         test = try root.optionalBool("test") ?? false
+        parentID = try root.optionalString("parent_id", Identifiers.jobID)
         document = json
 
         let audienceRequired: Bool

@@ -16,7 +16,7 @@ public struct ScheduledRelease: Sendable, Equatable {
 
 /// `scheduled_jobs`: releases stored idempotently and claimed with `FOR UPDATE SKIP LOCKED`.
 public struct ScheduleRepository: Sendable {
-    private let pool: PostgresPool
+    let pool: PostgresPool
 
     /// A repository using `pool`.
     public init(pool: PostgresPool) {
@@ -36,18 +36,19 @@ public struct ScheduleRepository: Sendable {
         return !rows.rows.isEmpty
     }
 
-    /// Claims up to `limit` due releases (`due_at <= now()`, oldest first), skipping rows
-    /// another scheduler holds, and hands them to `produce` inside the transaction that locks
-    /// them. The ids `produce` returns (those the broker acknowledged) are deleted when the
-    /// transaction commits; the others stay for the next round. Returns how many were deleted.
+    /// Claims up to `limit` due releases (`due_at <= now`, oldest first; `now` is the caller's
+    /// clock, PostgreSQL's when nil), skipping rows another scheduler holds, and hands them to
+    /// `produce` inside the transaction that locks them. The ids `produce` returns (those the
+    /// broker acknowledged) are deleted when the transaction commits; the others stay for the
+    /// next round. Returns how many were deleted.
     @discardableResult
-    public func releaseDue(limit: Int = 100,
+    public func releaseDue(limit: Int = 100, now: Timestamp? = nil,
                            _ produce: ([ScheduledRelease]) async -> [Int64]) async throws(PostgresError) -> Int {
         try await pool.withTransaction { connection throws(PostgresError) -> Int in
             let rows = try await connection.query("""
                 SELECT id, job_id, app_id, due_at, lane, body::text, reason FROM scheduled_jobs
-                WHERE due_at <= now() ORDER BY due_at LIMIT $1::bigint FOR UPDATE SKIP LOCKED
-                """, [String(limit)])
+                WHERE due_at <= COALESCE($2::timestamptz, now()) ORDER BY due_at, id LIMIT $1::bigint FOR UPDATE SKIP LOCKED
+                """, [String(limit), now.map(SQLValue.timestamp)])
             let releases = rows.rows.compactMap { row -> ScheduledRelease? in
                 guard let id = row[0].flatMap({ Int64($0) }), let job = row[1], let app = row[2],
                       let due = row[3].flatMap(SQLValue.timestamp), let lane = row[4], let body = row[5], let reason = row[6] else { return nil }

@@ -17,6 +17,8 @@ public final class SimulatorStats: Sendable {
         public var tokensIssued = 0
         /// Connections accepted.
         public var connections = 0
+        /// Accepted deliveries per wall-clock second (Unix seconds), to measure send rates.
+        public var acceptedPerSecond: [Int64: Int] = [:]
 
         /// Tokens that got more than one accepted delivery, counted once per extra delivery.
         public var duplicateDeliveries: Int { deliveries.values.reduce(0) { $0 + max(0, $1 - 1) } }
@@ -28,6 +30,7 @@ public final class SimulatorStats: Sendable {
                 "reasons": .object(reasons.mapValues { .int($0) }), "distinct_tokens": .int(deliveries.count),
                 "duplicate_deliveries": .int(duplicateDeliveries), "tokens_issued": .int(tokensIssued), "connections": .int(connections),
             ]
+            members["accepted_per_second"] = .object(Dictionary(uniqueKeysWithValues: acceptedPerSecond.map { (String($0.key), JSONValue.int($0.value)) }))
             if includeTokens { members["deliveries"] = .object(deliveries.mapValues { .int($0) }) }
             return .object(members)
         }
@@ -49,6 +52,7 @@ public final class SimulatorStats: Sendable {
         state.withLock { stats in
             stats.accepted += 1
             stats.deliveries[token, default: 0] += 1
+            stats.acceptedPerSecond[Timestamp.now.seconds, default: 0] += 1
         }
     }
 

@@ -10,6 +10,8 @@ public struct JobPlanner: Sendable {
     let context: PipelineContext
     let runner: ShardRunner
     let shardSize: Int
+    /// Plans jobs with send_after, local_time, quiet hours or best hour into sub-jobs (issue 10).
+    public var scheduling: SchedulePlanner?
     let liveActivities: LiveActivityPlanner
 
     /// A planner; `liveActivities` holds the numbering marks of live activities.
@@ -78,13 +80,22 @@ public struct JobPlanner: Sendable {
         if planned.kind == .liveActivity {
             return try await liveActivities.run(planned, stored: stored)
         }
+        if let scheduling, planned.needsScheduling(at: scheduling.clock.now) {
+            try await scheduling.plan(planned, state: stored?.state)
+            return true
+        }
         if explicit {
             let single = Shard(jobID: planned.id, appID: planned.appID, shardNo: 0, shardCount: 1, idFrom: Shard.minimumID, idTo: nil, createdAt: .now)
             if stored?.shardCount == nil {
                 let query = AudienceQuery(appID: planned.appID, audience: planned.audience ?? .all)
                 let count = try await context.audience.count(query)
                 try await context.jobs.plan(jobID: planned.id, ranges: [.everything], audienceEstimate: count)
-                try await publishPlanned(planned, estimate: count, shards: 1)
+                // The planned event is acknowledged while the sends start, so a one-time code
+                // does not wait for the broker behind the campaigns' receipts.
+                async let announced: Void = publishPlanned(planned, estimate: count, shards: 1)
+                let outcome = await runner.run(job: planned, shard: single)
+                try await announced
+                return outcome.commitsMessage
             }
             return await runner.run(job: planned, shard: single).commitsMessage
         }
@@ -109,7 +120,10 @@ public struct JobPlanner: Sendable {
     }
 
     private func publishPlanned(_ job: Job, estimate: Int, shards: Int) async throws {
-        var receipt = Receipt(jobID: job.id, appID: job.appID, stage: .planned, at: .now)
+        // A sub-job's plan is internal (its parent reported `planned` when it was scheduled),
+        // except the `:sa` sub-job of a send_after job, which plans the whole audience.
+        guard job.reportsPlan else { return }
+        var receipt = Receipt(jobID: job.reported.id, appID: job.appID, stage: .planned, at: .now)
         receipt.audienceEstimate = Int64(estimate)
         receipt.shardCount = shards
         try await context.publisher.publish([receipt])

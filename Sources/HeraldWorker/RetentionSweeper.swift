@@ -88,6 +88,13 @@ public struct RetentionSweeper: Sendable {
                           AND (completed_at < now() - make_interval(days => $1::int)
                                OR cancelled_at < now() - make_interval(days => $1::int)
                                OR received_at < now() - make_interval(days => 2 * $1::int))
+                          -- Scheduled work (issue 10) stays while it is pending: a release still
+                          -- to come, a sub-job not completed, or a parent not completed yet (whose
+                          -- totals will sum this sub-job's).
+                          AND NOT EXISTS (SELECT 1 FROM scheduled_jobs s WHERE s.job_id = jobs.id)
+                          AND NOT EXISTS (SELECT 1 FROM jobs c WHERE c.parent_id = jobs.id AND c.completed_at IS NULL)
+                          AND (jobs.parent_id IS NULL
+                               OR EXISTS (SELECT 1 FROM jobs p WHERE p.id = jobs.parent_id AND p.completed_at IS NOT NULL))
                         LIMIT \(Self.batchSize))
                     """, days)
                 outcome.deviceEvents = try await deleteInBatches(connection, """

@@ -87,6 +87,12 @@ public enum ShardRunOutcome: Sendable, Equatable {
 /// checkpoints (DESIGN §4). One ``ShardRunner`` serves the worker; each run is independent.
 public struct ShardRunner: Sendable {
     let context: PipelineContext
+    /// Completes scheduled jobs when their last sub-job completes (issue 10).
+    public var scheduling: SchedulePlanner?
+    /// The token buckets of jobs with `delivery.throttle_per_minute` (issue 10).
+    public var throttles: ThrottleRepository?
+    /// Provider rate ceilings, this worker's share (issue 10).
+    public var rateLimits: ProviderRateLimits?
 
     /// A runner.
     public init(context: PipelineContext) {
@@ -148,10 +154,16 @@ public struct ShardRunner: Sendable {
         }
         try await context.jobs.setState(jobID: job.id, to: "running", from: ["received", "planned"])
         context.metrics.shardStarted()
-        let run = ShardRun(context: context, job: job, lease: lease, range: range, delivery: delivery)
+        // A sub-job sends and reports under the job the user sent (`job.reported`).
+        let run = ShardRun(context: context, job: job.reported, lease: lease, range: range, delivery: delivery)
         run.source = source
         run.dropping = dropping
+        if let perMinute = job.delivery.throttlePerMinute, let throttles {
+            run.throttle = JobThrottle(jobID: job.reported.id, perMinute: perMinute, repository: throttles)
+        }
+        run.rateLimits = rateLimits
         let outcome = try await run.run()
+        await run.throttle?.finish()
         switch outcome {
         case .finished:
             context.metrics.shardFinished()
@@ -172,7 +184,8 @@ public struct ShardRunner: Sendable {
         if let stored = try await context.jobs.storedJob(id: job.id), stored.completedAt != nil { return }
         var receipt = Receipt(jobID: job.id, appID: job.appID, stage: .completed, at: .now)
         receipt.totals = totals
-        try await context.publisher.publish([receipt])
+        // A sub-job's totals are reported in its parent's `completed` event, not on their own.
+        if job.parentID == nil { try await context.publisher.publish([receipt]) }
         if try await context.jobs.markCompleted(jobID: job.id, totals: totals) {
             context.metrics.jobFinished()
             context.log.info("job completed", [
@@ -180,6 +193,7 @@ public struct ShardRunner: Sendable {
                 "failed": .int(Int(totals.failed)), "dropped": .int(Int(totals.dropped)),
             ])
         }
+        if let parentID = job.parentID { try await scheduling?.completeParentIfDone(parentID, appID: job.appID) }
     }
 }
 
@@ -257,6 +271,14 @@ final class ShardRun {
     var announcedHalts: Set<Receipt.Provider> = []
     var running = 0
     var tickPending = false
+    /// `delivery.throttle_per_minute`: one token per send, from the job's shared bucket.
+    var throttle: JobThrottle?
+    /// Provider ceilings: one slot per send, this worker's share.
+    var rateLimits: ProviderRateLimits?
+    /// Throttled runs send one request per provider and wait for its answer before the rest:
+    /// sends paced while the connection and its token were still being set up would otherwise
+    /// all reach the provider at once when it is ready.
+    var warmedProviders: Set<Receipt.Provider> = []
     /// Where the subscriptions come from (issue 9: a live activity's tokens).
     var source: ShardSource = .audience
     /// Settle every subscription with this `dropped` reason instead of sending (a live-activity
@@ -321,6 +343,13 @@ final class ShardRun {
                 while running >= context.settings.window {
                     try await handle(try await group.next(), &group)
                 }
+                if throttle != nil {
+                    let provider = AppDelivery.provider(for: member.platform)
+                    while !warmedProviders.contains(provider) && running > 0 {
+                        try await handle(try await group.next(), &group)
+                    }
+                }
+                try await throttle?.acquire()
                 counts.sent += 1
                 dispatch(member, attempts: 1, firstAttemptAt: .now, isRetry: false, &group)
                 sinceCheckpoint += 1
@@ -382,7 +411,11 @@ final class ShardRun {
         let token = self.token(for: member) ?? member.token
         running += 1
         context.metrics.adjustInFlight(1)
+        let rateLimits = self.rateLimits
+        let appID = self.appID
         group.addTask {
+            // The provider ceiling's wait happens in the send's own task: the window bounds it.
+            await rateLimits?.acquire(appID: appID, provider: AppDelivery.provider(for: member.platform), urgent: job.delivery.urgent)
             let started = ContinuousClock.now
             let outcome = await delivery.send(job, to: member, token: token, now: .now)
             let elapsed = ContinuousClock.now - started
@@ -410,6 +443,7 @@ final class ShardRun {
                 try await handle(try await group.next(), &group)
             }
             guard var current = parked[entry.member.id], current.kind == .retry, !current.inFlight else { continue }
+            try await throttle?.acquire()
             current.inFlight = true
             parked[entry.member.id] = current
             dispatch(entry.member, attempts: entry.attempts + 1, firstAttemptAt: entry.firstAttemptAt, isRetry: true, &group)
@@ -461,6 +495,7 @@ final class ShardRun {
             running -= 1
             context.metrics.adjustInFlight(-1)
             let provider = AppDelivery.provider(for: member.platform)
+            warmedProviders.insert(provider)
             context.metrics.sendDuration(provider: provider.rawValue, seconds: seconds)
             if isRetry, var entry = parked[member.id] {
                 entry.inFlight = false
@@ -479,6 +514,7 @@ final class ShardRun {
         }
         switch outcome {
         case .accepted(let providerID):
+            rateLimits?.succeeded(appID: appID, provider: provider)
             var receipt = deviceReceipt(member, .accepted, reason: nil, attempts: attempts)
             receipt.providerID = providerID
             settle(member, receipt)
@@ -496,6 +532,7 @@ final class ShardRun {
                 park(member, kind: .halted(provider), attempts: attempts, due: .now, reason: "suspected-misconfiguration", firstAttemptAt: firstAttemptAt)
             }
         case .retryable(let providerReason, let retryAfter, let quota):
+            if quota { rateLimits?.quotaExceeded(appID: appID, provider: provider) }
             context.metrics.notification(provider: provider.rawValue, outcome: "retried")
             let next = context.settings.retry.nextAttempt(attempts: attempts, firstAttemptAt: firstAttemptAt, now: .now, expiresAt: job.expiresAt,
                                                           retryAfterSeconds: retryAfter, quotaExceeded: quota, random: Double.random(in: 0..<1))

@@ -100,19 +100,45 @@ public final class Worker: Sendable {
         let context = PipelineContext(workerID: configuration.workerID, jobs: JobRepository(pool: pool), audience: AudienceResolver(pool: pool),
                                       subscriptions: SubscriptionRepository(pool: pool), directory: directory, publisher: publisher,
                                       metrics: metrics, log: log, settings: configuration.shard, stop: stop)
-        let runner = ShardRunner(context: context)
-        let planner = JobPlanner(context: context, runner: runner, shardSize: configuration.shardSize,
-                                 liveActivities: LiveActivityRepository(pool: pool))
+        // Scheduling (issue 10): sub-jobs planned into scheduled_jobs, released by the scheduler.
+        let clock = SystemWallClock()
+        let scheduling = SchedulePlanner(schedule: ScheduleRepository(pool: pool), jobs: JobRepository(pool: pool), clock: clock, log: log) { receipts in
+            try await publisher.publish(receipts)
+        }
+        let scheduler = Scheduler(repository: ScheduleRepository(pool: pool), clock: clock, workerID: configuration.workerID, log: log,
+                                  sink: Scheduler.kafkaSink(producer: producer, topics: configuration.topics))
+        var shardRunner = ShardRunner(context: context)
+        shardRunner.scheduling = scheduling
+        let throttles = ThrottleRepository(pool: pool)
+        shardRunner.throttles = throttles
+        let workerLog = self.log
+        shardRunner.rateLimits = ProviderRateLimits(ceilings: configuration.providerCeilings, clock: clock, overrides: { appID in
+            do {
+                return try await throttles.providerCeilings(appID: appID)
+            } catch {
+                workerLog.warning("cannot read the app's provider ceilings; using the defaults", ["app_id": .string(appID), "error": .string("\(error)")])
+                return (nil, nil)
+            }
+        }, workers: { scheduler.liveWorkers })
+        let runner = shardRunner
+        var jobPlanner = JobPlanner(context: context, runner: runner, shardSize: configuration.shardSize,
+                                    liveActivities: LiveActivityRepository(pool: pool))
+        jobPlanner.scheduling = scheduling
+        let planner = jobPlanner
         let events = DeviceEventProcessor(context: context, dedupe: DeviceEventDedupe(pool: pool))
 
         // 3. Consumers, last: from here on work arrives.
         let topics = configuration.topics
         let group = configuration.kafkaGroup
+        // The urgent lane asks the broker to answer a fetch within 10 ms (librdkafka waits up to
+        // 500 ms for data by default), so a one-time code is not held by an idle fetch.
+        var urgentKafka = configuration.kafka
+        if urgentKafka.properties["fetch.wait.max.ms"] == nil { urgentKafka.properties["fetch.wait.max.ms"] = "10" }
         let lanes: [Lane]
         do {
             lanes = [
                 try Lane(name: "urgent", groupID: group + ".urgent", topics: [topics.jobsUrgent, topics.shardsUrgent],
-                         concurrency: configuration.jobConcurrency, ordered: true, configuration: configuration.kafka, log: log),
+                         concurrency: configuration.jobConcurrency, ordered: true, configuration: urgentKafka, log: log),
                 try Lane(name: "jobs", groupID: group, topics: [topics.jobs],
                          concurrency: configuration.jobConcurrency, ordered: true, configuration: configuration.kafka, log: log),
                 try Lane(name: "shards", groupID: group + ".shards", topics: [topics.shards],
@@ -184,6 +210,7 @@ public final class Worker: Sendable {
                     }
                 }
             }
+            tasks.addTask { await scheduler.run(stop: stop) }
             let sweeper = RetentionSweeper(pool: pool, retentionDays: configuration.retentionDays, log: log)
             tasks.addTask { await sweeper.run(stop: stop) }
             let reports = MetricsPublisher(metrics: metrics, publisher: publisher, log: log, interval: configuration.metricsInterval)

@@ -49,6 +49,9 @@ public struct WorkerConfiguration: Sendable {
     public var eventLoops: Int = 2
     /// `HERALD_LOG_LEVEL`: debug, info (default), warning, error.
     public var logLevel: WorkerLog.Level = .info
+    /// `HERALD_APNS_RATE_PER_MINUTE` (default none) and `HERALD_FCM_RATE_PER_MINUTE` (default
+    /// 600,000): sends a minute per app on each provider, shared by the live workers.
+    public var providerCeilings = ProviderCeilings()
     /// `HERALD_METRICS_INTERVAL_SECONDS`: how often a report goes to the metrics topic, default 10.
     public var metricsInterval: Duration = .seconds(10)
     /// `HERALD_RETENTION_DAYS`: days finished jobs and device-event dedupe rows are kept
@@ -133,6 +136,10 @@ public struct WorkerConfiguration: Sendable {
             invalidationThreshold = value
         }
         eventLoops = try integer("HERALD_EVENT_LOOPS", 1...64, default: 2)
+        let apnsCeiling = try integer("HERALD_APNS_RATE_PER_MINUTE", 0...1_000_000_000, default: 0)
+        providerCeilings.apnsPerMinute = apnsCeiling == 0 ? nil : Int64(apnsCeiling)
+        let fcmCeiling = try integer("HERALD_FCM_RATE_PER_MINUTE", 0...1_000_000_000, default: 600_000)
+        providerCeilings.fcmPerMinute = fcmCeiling == 0 ? nil : Int64(fcmCeiling)
         metricsInterval = .seconds(try integer("HERALD_METRICS_INTERVAL_SECONDS", 1...3600, default: 10))
         retentionDays = try integer("HERALD_RETENTION_DAYS", 0...36_500, default: 30)
         if let text = environment["HERALD_LOG_LEVEL"], !text.isEmpty {

@@ -87,6 +87,29 @@ struct RetentionSweeperTests {
         await drop(name, pool)
     }
 
+    @Test func scheduledWorkStaysWhileAnyOfItIsPending() async throws {
+        let (name, pool) = try await database()
+        // A parent received long ago, planned into two sub-jobs: one completed long ago, one
+        // released months later (its row still in scheduled_jobs).
+        try await job(pool, "parent", state: "scheduled", receivedDaysAgo: 100, finishedDaysAgo: nil)
+        try await job(pool, "parent:tz:0", state: "completed", receivedDaysAgo: 100, finishedDaysAgo: 90)
+        try await job(pool, "parent:tz:1", state: "received", receivedDaysAgo: 100, finishedDaysAgo: nil)
+        try await pool.query("UPDATE jobs SET parent_id = 'parent' WHERE id LIKE 'parent:%'", idempotent: false)
+        try await ScheduleRepository(pool: pool).schedule(jobID: "parent:tz:1", appID: "app", dueAt: .now.adding(seconds: 86_400 * 60),
+                                                          lane: "campaign", body: "{}", reason: "local-time")
+        let sweeper = RetentionSweeper(pool: pool, retentionDays: 30, log: Self.log)
+        _ = try await sweeper.sweep()
+        #expect(try await ids(pool, "SELECT id FROM jobs ORDER BY id") == ["parent", "parent:tz:0", "parent:tz:1"])
+        // Released, completed, and the parent completed: all of it goes once old enough.
+        try await pool.query("DELETE FROM scheduled_jobs", idempotent: false)
+        try await pool.query("""
+            UPDATE jobs SET state = 'completed', completed_at = now() - interval '40 days' WHERE completed_at IS NULL
+            """, idempotent: false)
+        _ = try await sweeper.sweep()
+        #expect(try await ids(pool, "SELECT id FROM jobs ORDER BY id") == [])
+        await drop(name, pool)
+    }
+
     @Test func deletesInBatchesUntilNothingIsLeft() async throws {
         let (name, pool) = try await database()
         let count = RetentionSweeper.batchSize * 2 + 17

@@ -153,4 +153,12 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: file) }
         #expect(try configuration(["HERALD_TLS_CA_FILE": file]).endpoints.caFile == file)
     }
+
+    @Test func theFCMCeilingDefaultsToSixHundredThousandAMinuteAndIsConfigurable() throws {
+        let defaults = try WorkerConfiguration(environment: minimal)
+        #expect(defaults.providerCeilings.fcmPerMinute == 600_000 && defaults.providerCeilings.apnsPerMinute == nil)
+        let set = try configuration(["HERALD_APNS_RATE_PER_MINUTE": "120000", "HERALD_FCM_RATE_PER_MINUTE": "0"])
+        #expect(set.providerCeilings.apnsPerMinute == 120_000 && set.providerCeilings.fcmPerMinute == nil)
+        #expect(refusal("HERALD_FCM_RATE_PER_MINUTE", "-1") == "HERALD_FCM_RATE_PER_MINUTE")
+    }
 }

@@ -1,0 +1,102 @@
+public import HeraldCore
+public import HeraldKafka
+public import HeraldPostgres
+import Synchronization
+
+/// The scheduler of DESIGN §1, run by every worker: claims due rows of `scheduled_jobs` with
+/// `FOR UPDATE SKIP LOCKED`, produces each to `herald.jobs` (or `herald.jobs.urgent` for the
+/// urgent lane), and deletes it in the same transaction once the broker acknowledged it. A crash
+/// before the commit leaves the row (its lock goes with the connection) for the next round: a
+/// release may then be produced twice, which the `jobs` row of the sub-job makes harmless; a row
+/// is never lost and never handed to two schedulers at once.
+///
+/// Also writes this worker's heartbeat, from which ``liveWorkers`` (the workers sharing the
+/// provider rate ceilings) is read.
+public final class Scheduler: Sendable {
+    /// Produces releases; returns the ids the broker acknowledged.
+    public typealias Sink = @Sendable ([ScheduledRelease]) async -> [Int64]
+
+    let repository: ScheduleRepository
+    let clock: any WallClock
+    let sink: Sink
+    let log: WorkerLog
+    let workerID: String
+    /// Pause between rounds when nothing was due.
+    let interval: Duration
+    /// Rows claimed per transaction.
+    let batch: Int
+    private let workers = Atomic<Int>(1)
+
+    /// A scheduler over `repository` reading time from `clock`.
+    public init(repository: ScheduleRepository, clock: any WallClock, workerID: String, log: WorkerLog,
+                interval: Duration = .milliseconds(250), batch: Int = 500, sink: @escaping Sink) {
+        self.repository = repository
+        self.clock = clock
+        self.workerID = workerID
+        self.log = log
+        self.interval = interval
+        self.batch = max(1, batch)
+        self.sink = sink
+    }
+
+    /// A sink producing each release's body to the jobs topic of its lane, keyed by its job id.
+    public static func kafkaSink(producer: KafkaProducer, topics: WorkerConfiguration.Topics) -> Sink {
+        { releases in
+            let messages = releases.map { release in
+                KafkaProducerMessage(topic: release.lane == "urgent" ? topics.jobsUrgent : topics.jobs,
+                                     key: Array(release.jobID.utf8), value: Array(release.body.utf8))
+            }
+            let results = await producer.sendAll(messages)
+            return zip(releases, results).compactMap { release, result in
+                if case .success = result { return release.id }
+                return nil
+            }
+        }
+    }
+
+    /// Workers seen in the last 30 s (at least 1), as of the last heartbeat.
+    public var liveWorkers: Int { workers.load(ordering: .relaxed) }
+
+    /// Releases everything due at the clock's time, batch after batch; returns how many.
+    @discardableResult
+    public func releaseDue() async throws(PostgresError) -> Int {
+        var total = 0
+        while true {
+            let now = clock.now
+            var claimed = 0
+            let sink = self.sink
+            let released = try await repository.releaseDue(limit: batch, now: now) { releases in
+                claimed = releases.count
+                return await sink(releases)
+            }
+            total += released
+            if released > 0 {
+                log.debug("scheduled jobs released", ["count": .int(released)])
+            }
+            // A short batch means nothing more is due; an unacknowledged one waits a round.
+            if claimed < batch || released < claimed { return total }
+        }
+    }
+
+    /// Runs until `stop`: releases what is due, writes the heartbeat every 5 s, pauses between
+    /// rounds. Database errors are logged and retried with backoff.
+    public func run(stop: StopSignal) async {
+        var lastHeartbeat: ContinuousClock.Instant?
+        var delay = interval
+        while !stop.isSet {
+            do {
+                if lastHeartbeat.map({ ContinuousClock.now - $0 >= .seconds(5) }) ?? true {
+                    let live = try await repository.heartbeat(workerID: workerID)
+                    workers.store(max(1, live), ordering: .relaxed)
+                    lastHeartbeat = ContinuousClock.now
+                }
+                try await releaseDue()
+                delay = interval
+            } catch {
+                log.error("scheduler round failed; retrying", ["error": .string(error.description), "retry_in_ms": .int(Int(delay.milliseconds))])
+                delay = min(delay * 2, .seconds(10))
+            }
+            try? await Task.sleep(for: delay)
+        }
+    }
+}
