@@ -24,6 +24,9 @@ public final class Simulator: Sendable {
         public var threads = 1
         /// Lifetime of issued FCM access tokens.
         public var fcmTokenLifetimeSeconds: Int64 = 3600
+        /// Other APNs bundle ids of the key's team: pushes to them are answered
+        /// `DeviceTokenNotForTopic` (the devices belong to `apns.json`'s bundle).
+        public var apnsTeamBundleIDs: Set<String> = []
 
         /// Creates a configuration.
         public init(stateDirectory: URL) {
@@ -55,7 +58,7 @@ public final class Simulator: Sendable {
         let tls = try TLSContext(serverCertificatePEM: credentials.serverCertificatePEM, keyPEM: credentials.serverKeyPEM)
         let faults = configuration.faults
         let apns = try APNsSimulator(credentials: credentials, stats: apnsStats, faults: faults, maxConcurrentStreams: configuration.maxConcurrentStreams,
-                                     streamsBeforeToken: configuration.streamsBeforeToken)
+                                     streamsBeforeToken: configuration.streamsBeforeToken, teamBundleIDs: configuration.apnsTeamBundleIDs)
         let fcm = try FCMSimulator(credentials: credentials, stats: fcmStats, faults: faults, tokenLifetimeSeconds: configuration.fcmTokenLifetimeSeconds)
         let refuseUntil = Date().addingTimeInterval(faults.refuseConnectionsForSeconds)
         let apnsStats = self.apnsStats
