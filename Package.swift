@@ -53,8 +53,10 @@ let package = Package(
         .testTarget(name: "HeraldPostgresTests", dependencies: ["HeraldPostgres", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldWorkerTests", dependencies: ["HeraldWorker", "HeraldCore"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldSimTests", dependencies: ["HeraldSim", "HeraldHTTP2", "HeraldCrypto", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
-        // Runs the built `herald` binary as a subprocess (validate-job, migrate, dev-broker).
-        .testTarget(name: "heraldTests", dependencies: ["HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
+        // Runs the built `herald` binary as a subprocess (validate-job, migrate, dev-broker, and the
+        // end-to-end pipeline suite, which reads Kafka and PostgreSQL and the simulators' token rule itself).
+        .testTarget(name: "heraldTests", dependencies: ["HeraldCore", "HeraldKafka", "HeraldPostgres", "HeraldSim", "HeraldTestSupport"],
+                    swiftSettings: swiftSettings),
     ],
     swiftLanguageModes: [.v6]
 )
