@@ -72,7 +72,7 @@ public struct ShardPlan: Sendable, Equatable {
 
 /// Resolves audiences against `subscriptions`: keyset pages, counts, estimates and shard plans.
 public struct AudienceResolver: Sendable {
-    private let pool: PostgresPool
+    let pool: PostgresPool
 
     /// A resolver reading through `pool`.
     public init(pool: PostgresPool) {

@@ -18,7 +18,7 @@ public struct DeviceEventKey: Sendable, Hashable {
 
 /// `device_event_seen`: drops device events seen before, a batch per statement.
 public struct DeviceEventDedupe: Sendable {
-    private let pool: PostgresPool
+    let pool: PostgresPool
 
     /// A dedupe using `pool`.
     public init(pool: PostgresPool) {

@@ -237,3 +237,149 @@ public struct JobRepository: Sendable {
         }
     }
 }
+
+// MARK: - What the pipeline needs besides claiming and checkpointing
+
+/// A job's row, as the pipeline reads it back.
+public struct StoredJob: Sendable, Equatable {
+    /// The validated job document as stored (JSON text).
+    public var body: String
+    public var state: String
+    public var shardCount: Int?
+    public var urgent: Bool
+    /// Set once the `completed` event was recorded.
+    public var completedAt: Timestamp?
+}
+
+extension JobRepository {
+    /// The job's row, or nil when unknown.
+    public func storedJob(id: String) async throws(PostgresError) -> StoredJob? {
+        let rows = try await pool.query("SELECT body::text, state, shard_count, urgent, completed_at FROM jobs WHERE id = $1", [id])
+        guard let row = rows.rows.first, let body = row[0], let state = row[1] else { return nil }
+        return StoredJob(body: body, state: state, shardCount: row[2].flatMap { Int($0) }, urgent: row[3] == "t",
+                         completedAt: row[4].flatMap(SQLValue.timestamp))
+    }
+
+    /// The job's state alone (the shard runner reads it every page, to notice a cancellation).
+    public func state(jobID: String) async throws(PostgresError) -> String? {
+        let rows = try await pool.query("SELECT state FROM jobs WHERE id = $1", [jobID])
+        return rows.rows.first?.first ?? nil
+    }
+
+    /// Moves the job to `state` when it is in one of `from` (a no-op otherwise).
+    public func setState(jobID: String, to state: String, from: [String]) async throws(PostgresError) {
+        try await pool.query("UPDATE jobs SET state = $2 WHERE id = $1 AND state = ANY($3::text[])",
+                             [jobID, state, SQLValue.array(from)])
+    }
+
+    /// Gives the shard up without finishing it (shutdown, or every remaining subscription parked
+    /// behind a halted provider): another claim may take it at once instead of waiting for the
+    /// lease to lapse. False when the lease was no longer ours.
+    @discardableResult
+    public func release(_ lease: ShardLease) async throws(PostgresError) -> Bool {
+        let updated = try await pool.query("""
+            UPDATE job_shards SET lease_holder = NULL, lease_expires_at = NULL
+            WHERE job_id = $1 AND shard_no = $2::integer AND lease_holder = $3 AND state = 'running'
+            """, [lease.jobID, String(lease.shardNo), lease.holder])
+        return updated.affected == 1
+    }
+
+    /// Every parked retry of the shard, due or not (read when a shard is resumed).
+    public func parkedRetries(_ lease: ShardLease, limit: Int = 200_000) async throws(PostgresError) -> [ParkedRetry] {
+        let rows = try await pool.query("""
+            SELECT subscription_id, attempts, next_attempt_at, last_reason, first_attempt_at FROM shard_retries
+            WHERE job_id = $1 AND shard_no = $2::integer ORDER BY subscription_id LIMIT $3::bigint
+            """, [lease.jobID, String(lease.shardNo), String(limit)])
+        return rows.rows.compactMap { row in
+            guard let id = row[0], let attempts = row[1].flatMap({ Int($0) }), let next = row[2].flatMap(SQLValue.timestamp) else { return nil }
+            return ParkedRetry(subscriptionID: id, attempts: attempts, nextAttemptAt: next, lastReason: row[3],
+                               firstAttemptAt: row[4].flatMap(SQLValue.timestamp))
+        }
+    }
+
+    /// The job's shards that no worker has started (planned, but their messages may not have
+    /// reached Kafka before a crash), to produce again when the job message is redelivered.
+    public func pendingShards(jobID: String, appID: String) async throws(PostgresError) -> [Shard] {
+        let rows = try await pool.query("""
+            SELECT shard_no, shard_count, id_from, id_to, created_at FROM job_shards
+            WHERE job_id = $1 AND state = 'pending' ORDER BY shard_no
+            """, [jobID])
+        return rows.rows.compactMap { row in
+            guard let number = row[0].flatMap({ Int($0) }), let count = row[1].flatMap({ Int($0) }), let from = row[2],
+                  let created = row[4].flatMap(SQLValue.timestamp) else { return nil }
+            return Shard(jobID: jobID, appID: appID, shardNo: number, shardCount: count, idFrom: from, idTo: row[3], createdAt: created)
+        }
+    }
+
+    /// The job's totals when every planned shard is finished, else nil. Read after a shard's
+    /// `finish` committed, so of two shards finishing at once the later one sees both.
+    public func totalsIfFinished(jobID: String) async throws(PostgresError) -> Receipt.Totals? {
+        let rows = try await pool.query("""
+            SELECT j.shard_count, count(s.shard_no), count(s.shard_no) FILTER (WHERE s.state = 'finished'),
+                   COALESCE(sum(s.accepted), 0), COALESCE(sum(s.unregistered), 0), COALESCE(sum(s.failed), 0), COALESCE(sum(s.dropped), 0)
+            FROM jobs j LEFT JOIN job_shards s ON s.job_id = j.id
+            WHERE j.id = $1 GROUP BY j.shard_count
+            """, [jobID])
+        guard let row = rows.rows.first, let planned = row[0].flatMap({ Int($0) }),
+              let all = row[1].flatMap({ Int($0) }), let finished = row[2].flatMap({ Int($0) }),
+              all == planned, finished == planned else { return nil }
+        let number = { (index: Int) in row[index].flatMap { Int64($0) } ?? 0 }
+        return Receipt.Totals(accepted: number(3), unregistered: number(4), failed: number(5), dropped: number(6))
+    }
+
+    /// Records the job complete with `totals` (state `completed` unless it was cancelled). True
+    /// for the one call that recorded it.
+    @discardableResult
+    public func markCompleted(jobID: String, totals: Receipt.Totals) async throws(PostgresError) -> Bool {
+        let updated = try await pool.query("""
+            UPDATE jobs SET state = CASE WHEN state = 'cancelled' THEN state ELSE 'completed' END, completed_at = now(),
+                   accepted = $2::bigint, unregistered = $3::bigint, failed = $4::bigint, dropped = $5::bigint
+            WHERE id = $1 AND completed_at IS NULL
+            """, [jobID, String(totals.accepted), String(totals.unregistered), String(totals.failed), String(totals.dropped)],
+            idempotent: true)
+        return updated.affected == 1
+    }
+}
+
+extension AudienceResolver {
+    /// The subscriptions among `ids` of `appID`, for parked retries being resumed. They were in
+    /// the audience when the job started, so they are read whatever their state now (a retry of a
+    /// since-invalidated token gets the same answer and the same receipt again); ids missing from
+    /// the answer were deleted.
+    public func members(appID: String, ids: [String]) async throws(PostgresError) -> [AudienceMember] {
+        let valid = ids.filter(SQLValue.isUUID)
+        if valid.isEmpty { return [] }
+        let sql = "SELECT \(AudienceMember.columns) FROM subscriptions WHERE app_id = $1 AND id = ANY($2::uuid[]) ORDER BY id"
+        let parameters: [String?] = [appID, SQLValue.array(valid)]
+        return try await pool.withConnection(retryingIfLost: true) { connection throws(PostgresError) in
+            try await connection.query(sql, parameters, decode: AudienceMember.decode)
+        }
+    }
+}
+
+extension DeviceEventDedupe {
+    /// Records one device event and, only when it is the first sighting, calls `forward` (which
+    /// publishes it and must not return before the broker acknowledged) and counts it on the job,
+    /// all in one transaction: a failure to forward rolls the sighting back, so the redelivered
+    /// event is tried again rather than lost. Returns whether it was forwarded.
+    public func recordAndForward(_ key: DeviceEventKey, forward: @Sendable () async -> Bool) async throws(PostgresError) -> Bool {
+        try await pool.withTransaction { connection throws(PostgresError) -> Bool in
+            let inserted = try await connection.query("""
+                INSERT INTO device_event_seen (type, job_id, subscription_id, action_id) VALUES ($1, $2, $3::uuid, $4)
+                ON CONFLICT DO NOTHING RETURNING 1
+                """, [key.type, key.jobID, key.subscriptionID, key.actionID])
+            guard !inserted.rows.isEmpty else { return false }
+            let column: String
+            switch key.type {
+            case "received": column = "received"
+            case "confirmed": column = "confirmed"
+            default: column = "clicked"
+            }
+            try await connection.query("UPDATE jobs SET \(column) = \(column) + 1 WHERE id = $1", [key.jobID])
+            guard await forward() else {
+                throw PostgresError(.cancelled, "device event \(key.type) of \(key.jobID) not forwarded; rolled back to retry")
+            }
+            return true
+        }
+    }
+}

@@ -1,3 +1,4 @@
+import Glibc
 public import HeraldKafka
 
 /// A worker's configuration, read from `HERALD_*` environment variables in this one place and
@@ -26,6 +27,28 @@ public struct WorkerConfiguration: Sendable {
     public var credentialsKey: String?
     /// librdkafka settings: the brokers plus every `HERALD_KAFKA_PROPERTY_*` pass-through.
     public var kafka: KafkaConfiguration
+    /// `HERALD_WORKER_ID`: names this worker in leases, logs and metrics; default `hostname-pid`.
+    public var workerID: String
+    /// `HERALD_HTTP_PORT`: port of `/healthz`, `/readyz`, `/metrics`; default 9090, 0 = none.
+    public var httpPort: Int = 9090
+    /// `HERALD_APNS_ENDPOINT`, `HERALD_FCM_ENDPOINT` (`https://host:port`), `HERALD_TLS_CA_FILE`.
+    public var endpoints = ProviderEndpoints()
+    /// `HERALD_SHARD_CONCURRENCY`: shards one worker runs at once, default 4.
+    public var shardConcurrency: Int = 4
+    /// `HERALD_JOB_CONCURRENCY`: jobs planned (and small jobs run) at once, default 16.
+    public var jobConcurrency: Int = 16
+    /// Shard pacing: `HERALD_SEND_WINDOW` (sends in flight per shard, default 256),
+    /// `HERALD_RETRY_MAX_ATTEMPTS` (8), `HERALD_RETRY_MAX_AGE_SECONDS` (86400),
+    /// `HERALD_DRAIN_SECONDS` (on SIGTERM, how long sends in flight may take, default 10).
+    public var shard = ShardSettings()
+    /// `HERALD_INVALIDATION_WINDOW` (answers, default 200) and `HERALD_INVALIDATION_THRESHOLD`
+    /// (largest share of unregistered answers acted on, default 0.2).
+    public var invalidationWindow: Int = 200
+    public var invalidationThreshold: Double = 0.2
+    /// `HERALD_EVENT_LOOPS`: threads for provider connections, default 2.
+    public var eventLoops: Int = 2
+    /// `HERALD_LOG_LEVEL`: debug, info (default), warning, error.
+    public var logLevel: WorkerLog.Level = .info
 
     /// Topic names.
     public struct Topics: Sendable, Equatable {
@@ -79,5 +102,50 @@ public struct WorkerConfiguration: Sendable {
         topics.deadLetters = try topic("HERALD_TOPIC_DLQ", default: topics.deadLetters)
         kafka = KafkaConfiguration(bootstrapServers: kafkaBrokers)
         kafka.addPassThroughProperties(from: environment)
+
+        var host = [CChar](repeating: 0, count: 256)
+        let hostname = gethostname(&host, host.count) == 0 ? String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "herald"
+        workerID = "\(hostname)-\(getpid())"
+        if let id = environment["HERALD_WORKER_ID"], !id.isEmpty {
+            guard id.utf8.count <= 128, !id.contains(where: { $0.isWhitespace }) else {
+                throw Invalid(variable: "HERALD_WORKER_ID", reason: "1–128 characters without spaces")
+            }
+            workerID = id
+        }
+        httpPort = try integer("HERALD_HTTP_PORT", 0...65535, default: 9090)
+        func endpoint(_ name: String) throws(Invalid) -> ProviderEndpoints.Endpoint? {
+            guard let text = environment[name], !text.isEmpty else { return nil }
+            guard let endpoint = ProviderEndpoints.Endpoint(url: text) else {
+                throw Invalid(variable: name, reason: "must be an https://host[:port] URL, not \"\(text.prefix(64))\"")
+            }
+            return endpoint
+        }
+        endpoints.apns = try endpoint("HERALD_APNS_ENDPOINT")
+        endpoints.fcm = try endpoint("HERALD_FCM_ENDPOINT")
+        if let file = environment["HERALD_TLS_CA_FILE"], !file.isEmpty {
+            guard access(file, R_OK) == 0 else { throw Invalid(variable: "HERALD_TLS_CA_FILE", reason: "cannot read \(file)") }
+            endpoints.caFile = file
+        }
+        endpoints.connectionsPerHost = try integer("HERALD_PROVIDER_CONNECTIONS", 1...64, default: 4)
+        shardConcurrency = try integer("HERALD_SHARD_CONCURRENCY", 1...256, default: 4)
+        jobConcurrency = try integer("HERALD_JOB_CONCURRENCY", 1...1024, default: 16)
+        shard.window = try integer("HERALD_SEND_WINDOW", 1...10_000, default: 256)
+        shard.retry.maximumAttempts = try integer("HERALD_RETRY_MAX_ATTEMPTS", 1...100, default: 8)
+        shard.retry.maximumAgeSeconds = Int64(try integer("HERALD_RETRY_MAX_AGE_SECONDS", 1...30 * 86_400, default: 86_400))
+        shard.drainDeadline = .seconds(try integer("HERALD_DRAIN_SECONDS", 0...600, default: 10))
+        invalidationWindow = try integer("HERALD_INVALIDATION_WINDOW", 1...100_000, default: 200)
+        if let text = environment["HERALD_INVALIDATION_THRESHOLD"], !text.isEmpty {
+            guard let value = Double(text), value > 0, value <= 1 else {
+                throw Invalid(variable: "HERALD_INVALIDATION_THRESHOLD", reason: "must be a number above 0 and at most 1, not \"\(text.prefix(32))\"")
+            }
+            invalidationThreshold = value
+        }
+        eventLoops = try integer("HERALD_EVENT_LOOPS", 1...64, default: 2)
+        if let text = environment["HERALD_LOG_LEVEL"], !text.isEmpty {
+            guard let level = WorkerLog.Level(name: text) else {
+                throw Invalid(variable: "HERALD_LOG_LEVEL", reason: "debug, info, warning or error, not \"\(text.prefix(32))\"")
+            }
+            logLevel = level
+        }
     }
 }

@@ -9,6 +9,7 @@ enum Usage {
     usage: herald <command> [options]
 
     commands:
+      run                        run a delivery worker (configuration: HERALD_* environment variables)
       validate-job [FILE|-]      validate a herald.job.v1 document (exit 0 valid, 65 invalid; reasons on stderr)
       validate [FILE|-]          validate any Herald message by its "schema" member
       migrate                    apply the database migrations (--database-url URL or HERALD_DATABASE_URL)

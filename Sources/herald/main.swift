@@ -14,6 +14,8 @@ case "validate-job":
     status = ValidateCommand.run(Array(arguments.dropFirst()), jobsOnly: true)
 case "validate":
     status = ValidateCommand.run(Array(arguments.dropFirst()), jobsOnly: false)
+case "run":
+    status = await RunCommand.run(Array(arguments.dropFirst()))
 case "migrate":
     status = await MigrateCommand.run(Array(arguments.dropFirst()))
 case "sim":

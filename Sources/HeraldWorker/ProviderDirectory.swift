@@ -1,0 +1,294 @@
+public import HeraldAPNs
+public import HeraldCore
+import HeraldCrypto
+public import HeraldFCM
+public import HeraldHTTP2
+public import HeraldPostgres
+import Synchronization
+
+/// Where the providers are: Apple's and Google's hosts, or simulators (`HERALD_APNS_ENDPOINT`,
+/// `HERALD_FCM_ENDPOINT`, `HERALD_TLS_CA_FILE`).
+public struct ProviderEndpoints: Sendable, Equatable {
+    /// One host and port for both APNs environments; nil: Apple's hosts on 443.
+    public var apns: Endpoint?
+    /// The FCM API host; nil: fcm.googleapis.com:443.
+    public var fcm: Endpoint?
+    /// An extra CA bundle to trust (the simulators'); nil: the system's.
+    public var caFile: String?
+    /// Connections per provider host and app.
+    public var connectionsPerHost = 4
+    /// Deadline of one provider request.
+    public var requestTimeoutNanoseconds: UInt64 = 30_000_000_000
+
+    /// Apple's and Google's services.
+    public init(apns: Endpoint? = nil, fcm: Endpoint? = nil, caFile: String? = nil) {
+        self.apns = apns
+        self.fcm = fcm
+        self.caFile = caFile
+    }
+
+    /// An `https://host[:port]` base URL.
+    public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
+        public var host: String
+        public var port: Int
+
+        /// Parses `https://host[:port]` (a trailing `/` allowed); nil for anything else.
+        public init?(url: String) {
+            guard url.hasPrefix("https://") else { return nil }
+            var rest = url.dropFirst("https://".count)
+            if rest.hasSuffix("/") { rest = rest.dropLast() }
+            guard !rest.isEmpty, !rest.contains("/"), !rest.contains("@") else { return nil }
+            if let colon = rest.lastIndex(of: ":"), !rest.hasSuffix("]") {
+                guard let port = Int(rest[rest.index(after: colon)...]), (1...65535).contains(port) else { return nil }
+                host = String(rest[..<colon])
+                self.port = port
+            } else {
+                host = String(rest)
+                port = 443
+            }
+            if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            guard !host.isEmpty else { return nil }
+        }
+
+        /// An endpoint.
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+
+        public var description: String { "https://\(host):\(port)" }
+    }
+}
+
+/// One app's providers on this worker: its settings, its APNs and FCM clients (shared by every
+/// shard of the app), and whether each provider is halted.
+public final class AppDelivery: Sendable {
+    /// The app's settings as last read.
+    public let settings: AppSettings
+    private let apns: Result<APNsClient, ProviderProblem>?
+    private let fcm: Result<FCMClient, ProviderProblem>?
+    private let halts: Mutex<[Receipt.Provider: String]>
+    private let http: [HTTP2Client]
+
+    struct ProviderProblem: Error { let reason: String }
+
+    init(settings: AppSettings, apns: Result<APNsClient, ProviderProblem>?, fcm: Result<FCMClient, ProviderProblem>?, http: [HTTP2Client]) {
+        self.settings = settings
+        var halts: [Receipt.Provider: String] = [:]
+        if let reason = settings.apnsHaltedReason { halts[.apns] = reason }
+        if let reason = settings.fcmHaltedReason { halts[.fcm] = reason }
+        self.halts = Mutex(halts)
+        self.apns = apns
+        self.fcm = fcm
+        self.http = http
+    }
+
+    /// Builds the app's clients from its credentials; a credential that cannot be used becomes
+    /// a credential fault on the first send (the app is halted on that provider, nothing else).
+    static func build(settings: AppSettings, endpoints: ProviderEndpoints, loops: EventLoopGroup) -> AppDelivery {
+        var http: [HTTP2Client] = []
+        let apns: Result<APNsClient, ProviderProblem>? = settings.apns.map { credentials in
+            do {
+                var configuration = APNsConfiguration(bundleID: credentials.bundleID)
+                configuration.environment = credentials.environment == "sandbox" ? .sandbox : .production
+                if let endpoint = endpoints.apns {
+                    configuration.hostOverride = endpoint.host
+                    configuration.port = endpoint.port
+                }
+                configuration.caFile = endpoints.caFile
+                configuration.maxConnections = endpoints.connectionsPerHost
+                configuration.requestTimeoutNanoseconds = endpoints.requestTimeoutNanoseconds
+                let token = try APNsProviderToken(p8: credentials.privateKeyPEM, keyID: credentials.keyID, teamID: credentials.teamID)
+                return .success(try APNsClient(configuration: configuration, authentication: .token(token), loop: loops.next()))
+            } catch {
+                return .failure(ProviderProblem(reason: "the APNs key cannot be used: \(error)"))
+            }
+        }
+        let fcm: Result<FCMClient, ProviderProblem>? = settings.fcm.map { credentials in
+            do {
+                let account = try FCMServiceAccount(json: Array(credentials.serviceAccountJSON.utf8))
+                let tls = try TLSContext(client: endpoints.caFile)
+                let loop = loops.next()
+                let api = endpoints.fcm ?? ProviderEndpoints.Endpoint(host: "fcm.googleapis.com", port: 443)
+                var apiConfiguration = HTTP2Client.Configuration(host: api.host, port: api.port)
+                apiConfiguration.maxConnections = endpoints.connectionsPerHost
+                let apiClient = HTTP2Client(configuration: apiConfiguration, tls: tls, loop: loop)
+                http.append(apiClient)
+                let tokenHost = ProviderEndpoints.Endpoint(url: Self.origin(of: account.tokenURI))
+                var tokenClient = apiClient
+                if let tokenHost, tokenHost != api {
+                    tokenClient = HTTP2Client(configuration: HTTP2Client.Configuration(host: tokenHost.host, port: tokenHost.port), tls: tls, loop: loop)
+                    http.append(tokenClient)
+                } else if tokenHost == nil {
+                    return .failure(ProviderProblem(reason: "the service account's token_uri \(account.tokenURI) is not an https URL"))
+                }
+                let tokens = try FCMAccessTokenSource(account: account, client: tokenClient)
+                return .success(FCMClient(tokens: tokens, client: apiClient, timeoutNanoseconds: endpoints.requestTimeoutNanoseconds))
+            } catch {
+                return .failure(ProviderProblem(reason: "the FCM service account cannot be used: \(error)"))
+            }
+        }
+        return AppDelivery(settings: settings, apns: apns, fcm: fcm, http: http)
+    }
+
+    /// `https://host[:port]` of a URL.
+    static func origin(of url: String) -> String {
+        guard let schemeEnd = url.range(of: "://") else { return url }
+        let rest = url[schemeEnd.upperBound...]
+        let authority = rest.prefix { $0 != "/" }
+        return String(url[..<schemeEnd.upperBound]) + authority
+    }
+
+    /// The provider that serves `platform`.
+    public static func provider(for platform: Platform) -> Receipt.Provider {
+        platform == .ios ? .apns : .fcm
+    }
+
+    /// Why `provider` is halted for this app; nil when sending.
+    public func haltReason(_ provider: Receipt.Provider) -> String? {
+        halts.withLock { $0[provider] }
+    }
+
+    /// Marks `provider` halted in this worker (the caller records it in PostgreSQL for the others).
+    /// Returns false when it already was.
+    func markHaltedLocally(_ provider: Receipt.Provider, reason: String) -> Bool {
+        halts.withLock { halts in
+            guard halts[provider] == nil else { return false }
+            halts[provider] = reason
+            return true
+        }
+    }
+
+    /// Whether the credentials are the same as `other`'s (the clients can be kept).
+    func hasSameCredentials(as other: AppSettings) -> Bool {
+        settings.apns == other.apns && settings.fcm == other.fcm
+    }
+
+    /// Renders and sends `job` to `member`; `target` is the token to use (the VoIP token for VoIP
+    /// jobs on iOS).
+    public func send(_ job: Job, to member: AudienceMember, token: String, now: Timestamp) async -> DeliveryOutcome {
+        switch member.platform {
+        case .ios:
+            guard let apns else { return .failed(reason: .noCredentials, providerReason: "the app has no APNs credentials") }
+            let client: APNsClient
+            switch apns {
+            case .success(let value): client = value
+            case .failure(let problem): return .credentialFault(providerReason: problem.reason)
+            }
+            let notification: APNsNotification
+            do {
+                notification = try APNsNotification.forJob(job, target: APNsNotification.Target(
+                    subscriptionID: member.id, deviceToken: token, sandbox: member.sandbox, language: member.language), now: now)
+            } catch {
+                return .failed(reason: error.reason, providerReason: error.description)
+            }
+            return DeliveryOutcome(await client.send(notification))
+        case .android:
+            guard let fcm else { return .failed(reason: .noCredentials, providerReason: "the app has no FCM credentials") }
+            let client: FCMClient
+            switch fcm {
+            case .success(let value): client = value
+            case .failure(let problem): return .credentialFault(providerReason: problem.reason)
+            }
+            let mode: FCMMessage.Mode = member.sdk && settings.payloadProfile == "sdk" ? .sdk : .plain
+            let target = FCMMessage.Target(token: token, mode: mode, language: member.language)
+            let rendered: FCMMessage.Rendered
+            do {
+                if let content = job.content {
+                    rendered = try FCMMessage.render(jobID: job.id, content: content, expiresAt: job.expiresAt,
+                                                     priority: job.delivery.priority, target: target, now: now)
+                } else if let voip = job.voip {
+                    rendered = try FCMMessage.render(jobID: job.id, voip: voip, expiresAt: job.expiresAt, target: target, now: now)
+                } else {
+                    return .failed(reason: .badRequest, providerReason: "nothing to render for a \(job.kind.rawValue) job on Android")
+                }
+            } catch {
+                return .failed(reason: error.reason, providerReason: error.description)
+            }
+            return DeliveryOutcome(await client.send(rendered))
+        }
+    }
+
+    /// Closes the app's connections.
+    func shutdown() {
+        if case .success(let client)? = apns { client.shutdown() }
+        for client in http { client.shutdown() }
+    }
+}
+
+/// Every app's ``AppDelivery`` on this worker, read from `apps` and refreshed every few seconds
+/// (so a halt set or lifted by another worker or by `herald jobs resume` is seen), rebuilt only
+/// when the app's credentials changed.
+public final class ProviderDirectory: Sendable {
+    private let apps: AppRepository
+    private let endpoints: ProviderEndpoints
+    private let loops: EventLoopGroup
+    private let refreshAfter: Duration
+    private let cache = Mutex<[String: (delivery: AppDelivery, loadedAt: ContinuousClock.Instant)]>([:])
+    /// Guards reset when a provider's halt is lifted.
+    public let guards: InvalidationGuards
+
+    /// A directory over `apps`.
+    public init(apps: AppRepository, endpoints: ProviderEndpoints, loops: EventLoopGroup, guards: InvalidationGuards,
+                refreshAfter: Duration = .seconds(5)) {
+        self.apps = apps
+        self.endpoints = endpoints
+        self.loops = loops
+        self.guards = guards
+        self.refreshAfter = refreshAfter
+    }
+
+    /// The app's delivery, nil for an unknown app. `fresh`: re-read the settings now.
+    public func delivery(appID: String, fresh: Bool = false) async throws(PostgresError) -> AppDelivery? {
+        let now = ContinuousClock.now
+        if !fresh, let cached = cache.withLock({ $0[appID] }), now - cached.loadedAt < refreshAfter {
+            return cached.delivery
+        }
+        guard let settings = try await apps.app(id: appID) else {
+            _ = cache.withLock { $0.removeValue(forKey: appID) }
+            return nil
+        }
+        let previous = cache.withLock { $0[appID]?.delivery }
+        let delivery: AppDelivery
+        if let previous, previous.hasSameCredentials(as: settings), previous.settings.payloadProfile == settings.payloadProfile {
+            // Same clients; take the halts as the database has them now.
+            delivery = previous.with(settings: settings)
+        } else {
+            delivery = AppDelivery.build(settings: settings, endpoints: endpoints, loops: loops)
+            if let previous {
+                // Requests in flight on the old clients finish before they close.
+                Task {
+                    try? await Task.sleep(for: .seconds(60))
+                    previous.shutdown()
+                }
+            }
+        }
+        for provider in Receipt.Provider.allCases where delivery.haltReason(provider) == nil && previous?.haltReason(provider) != nil {
+            guards.reset(appID: appID, provider: provider.rawValue)
+        }
+        cache.withLock { $0[appID] = (delivery, now) }
+        return delivery
+    }
+
+    /// Records a halt of the app's sends on `provider` for every worker (PostgreSQL); the
+    /// caller has marked it on its ``AppDelivery`` already, so this worker stops at once.
+    public func recordHalt(appID: String, provider: Receipt.Provider, reason: String) async throws(PostgresError) {
+        try await apps.setHalt(appID: appID, provider: provider.rawValue, reason: reason)
+    }
+
+    /// Closes every app's connections.
+    public func shutdown() {
+        let all = cache.withLock { cache in
+            defer { cache.removeAll() }
+            return cache.values.map(\.delivery)
+        }
+        for delivery in all { delivery.shutdown() }
+    }
+}
+
+extension AppDelivery {
+    /// The same clients with newer settings (halts).
+    func with(settings: AppSettings) -> AppDelivery {
+        AppDelivery(settings: settings, apns: apns, fcm: fcm, http: http)
+    }
+}

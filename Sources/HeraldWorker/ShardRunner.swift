@@ -1,0 +1,722 @@
+public import HeraldCore
+public import HeraldPostgres
+import Synchronization
+
+/// A stop request shared by every part of a worker (SIGTERM): stop taking work, checkpoint,
+/// give leases back.
+public final class StopSignal: Sendable {
+    private let flag = Atomic<Bool>(false)
+    /// Not stopping.
+    public init() {}
+    /// Whether a stop was requested.
+    public var isSet: Bool { flag.load(ordering: .acquiring) }
+    /// Requests the stop.
+    public func set() { flag.store(true, ordering: .releasing) }
+}
+
+/// How the shard runner paces itself.
+public struct ShardSettings: Sendable {
+    /// Sends in flight per shard (default 256).
+    public var window = 256
+    /// Checkpoint after this many sends (default 500; with the window this bounds what a crash
+    /// resends to window + 500 < 1,000, DESIGN §4).
+    public var checkpointEvery = 500
+    /// ... or after this long (default 1 s).
+    public var checkpointInterval: Duration = .seconds(1)
+    /// Audience page size (default 1,000).
+    public var pageSize = 1_000
+    /// Retry limits and delays.
+    public var retry = RetryPolicy()
+    /// On stop, how long sends in flight may take to answer before the shard checkpoints without
+    /// them (they are resent by whoever takes the shard over).
+    public var drainDeadline: Duration = .seconds(10)
+
+    /// The defaults.
+    public init() {}
+}
+
+/// Everything a shard run uses, shared by the worker's runners.
+public struct PipelineContext: Sendable {
+    public let workerID: String
+    public let jobs: JobRepository
+    public let audience: AudienceResolver
+    public let subscriptions: SubscriptionRepository
+    public let directory: ProviderDirectory
+    public let publisher: ReceiptPublisher
+    public let metrics: WorkerMetrics
+    public let log: WorkerLog
+    public let settings: ShardSettings
+    public let stop: StopSignal
+
+    /// A context.
+    public init(workerID: String, jobs: JobRepository, audience: AudienceResolver, subscriptions: SubscriptionRepository,
+                directory: ProviderDirectory, publisher: ReceiptPublisher, metrics: WorkerMetrics, log: WorkerLog,
+                settings: ShardSettings, stop: StopSignal) {
+        self.workerID = workerID
+        self.jobs = jobs
+        self.audience = audience
+        self.subscriptions = subscriptions
+        self.directory = directory
+        self.publisher = publisher
+        self.metrics = metrics
+        self.log = log
+        self.settings = settings
+        self.stop = stop
+    }
+}
+
+/// How a shard run ended, which decides whether its Kafka message is committed.
+public enum ShardRunOutcome: Sendable, Equatable {
+    /// Every subscription has its terminal receipt; the shard is finished.
+    case finished
+    /// It was finished (or cancelled) before: nothing to do.
+    case alreadyDone
+    /// The rest waits behind a halted provider; resumable with `herald jobs resume`.
+    case halted
+    /// Another worker took the shard over.
+    case leaseLost
+    /// The worker is stopping: the shard is checkpointed and released, its message not committed.
+    case interrupted
+
+    /// Whether the shard message may be committed.
+    public var commitsMessage: Bool { self != .interrupted }
+}
+
+/// Runs shards: claims the lease, streams the audience from the checkpoint, sends with a
+/// bounded window, publishes exactly one terminal receipt per subscription, parks retries, and
+/// checkpoints (DESIGN §4). One ``ShardRunner`` serves the worker; each run is independent.
+public struct ShardRunner: Sendable {
+    let context: PipelineContext
+
+    /// A runner.
+    public init(context: PipelineContext) {
+        self.context = context
+    }
+
+    /// Runs shard `shard` of `job` until it is finished, halted, taken over or the worker stops.
+    /// Database and broker failures are retried here with backoff; only a stop ends it early.
+    public func run(job: Job, shard: Shard) async -> ShardRunOutcome {
+        var delay = Duration.seconds(1)
+        while true {
+            do {
+                return try await runOnce(job: job, shard: shard)
+            } catch {
+                if context.stop.isSet { return .interrupted }
+                if error is PostgresError { context.metrics.postgresError() } else { context.metrics.kafkaError() }
+                context.log.error("shard run failed; retrying", [
+                    "job_id": .string(job.id), "shard": .int(shard.shardNo), "error": .string("\(error)"),
+                    "retry_in_ms": .int(Int(delay.milliseconds)),
+                ])
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(30))
+            }
+        }
+    }
+
+    private func runOnce(job: Job, shard: Shard) async throws -> ShardRunOutcome {
+        let range = SubscriptionRange(from: shard.idFrom, to: shard.idTo)
+        var lease: ShardLease
+        claiming: while true {
+            if context.stop.isSet { return .interrupted }
+            switch try await context.jobs.claim(jobID: job.id, shardNo: shard.shardNo, shardCount: shard.shardCount,
+                                                range: range, holder: context.workerID) {
+            case .claimed(let claimed):
+                lease = claimed
+                break claiming
+            case .finished:
+                try await completeJobIfDone(job)
+                return .alreadyDone
+            case .cancelled:
+                return .alreadyDone
+            case .heldElsewhere(let holder, let until):
+                // The holder is alive (its checkpoints renew the lease) or crashed (the lease
+                // lapses within 30 s): wait and claim again.
+                let wait = until.map { max(0.2, min(5, Double($0.unixMilliseconds - Timestamp.now.unixMilliseconds) / 1000 + 0.2)) } ?? 1
+                context.log.debug("shard held elsewhere; waiting", [
+                    "job_id": .string(job.id), "shard": .int(shard.shardNo), "holder": .string(holder),
+                ])
+                try? await Task.sleep(for: .milliseconds(Int64(wait * 1000)))
+            }
+        }
+        guard let delivery = try await context.directory.delivery(appID: job.appID, fresh: true) else {
+            // The app was deleted after the job was planned: nothing can be sent.
+            context.log.error("the job's app no longer exists; shard released", ["job_id": .string(job.id), "app_id": .string(job.appID)])
+            try await context.jobs.release(lease)
+            return .halted
+        }
+        try await context.jobs.setState(jobID: job.id, to: "running", from: ["received", "planned"])
+        context.metrics.shardStarted()
+        let run = ShardRun(context: context, job: job, lease: lease, range: range, delivery: delivery)
+        let outcome = try await run.run()
+        switch outcome {
+        case .finished:
+            context.metrics.shardFinished()
+            try await completeJobIfDone(job)
+        case .halted:
+            try await context.jobs.setState(jobID: job.id, to: "halted", from: ["running", "planned"])
+        case .alreadyDone, .leaseLost, .interrupted:
+            break
+        }
+        return outcome
+    }
+
+    /// Publishes `completed` with the totals when every shard of the job is finished, then
+    /// records it. Publishing first means a crash in between repeats the event (same receipt id)
+    /// rather than losing it.
+    func completeJobIfDone(_ job: Job) async throws {
+        guard let totals = try await context.jobs.totalsIfFinished(jobID: job.id) else { return }
+        if let stored = try await context.jobs.storedJob(id: job.id), stored.completedAt != nil { return }
+        var receipt = Receipt(jobID: job.id, appID: job.appID, stage: .completed, at: .now)
+        receipt.totals = totals
+        try await context.publisher.publish([receipt])
+        if try await context.jobs.markCompleted(jobID: job.id, totals: totals) {
+            context.metrics.jobFinished()
+            context.log.info("job completed", [
+                "job_id": .string(job.id), "accepted": .int(Int(totals.accepted)), "unregistered": .int(Int(totals.unregistered)),
+                "failed": .int(Int(totals.failed)), "dropped": .int(Int(totals.dropped)),
+            ])
+        }
+    }
+}
+
+/// A subscription waiting for something: a retry, the verdict of the invalidation guard, or a
+/// halted provider. Parked in `shard_retries` at checkpoints so the cursor can move on.
+struct ParkedSubscription {
+    enum Kind: Equatable {
+        /// A retryable answer; try again at `due`.
+        case retry
+        /// "Unregistered", held until the invalidation guard decides.
+        case awaitingVerdict(reason: Receipt.Reason, providerReason: String, timestamp: Timestamp?)
+        /// Its provider is halted for the app.
+        case halted(Receipt.Provider)
+    }
+
+    var member: AudienceMember
+    var kind: Kind
+    /// Attempts made.
+    var attempts: Int
+    var due: Timestamp
+    var lastReason: String
+    var firstAttemptAt: Timestamp
+    /// Written to `shard_retries` (so resolving it must delete the row).
+    var persisted = false
+    /// Changed since the last checkpoint.
+    var dirty = true
+    /// Being sent right now.
+    var inFlight = false
+
+    /// The `shard_retries` row.
+    var parked: ParkedRetry {
+        let reason: String
+        let next: Timestamp
+        switch kind {
+        case .retry:
+            reason = String(lastReason.prefix(200))
+            next = due
+        case .awaitingVerdict(let receiptReason, _, _):
+            // After a crash the send is simply repeated: the answer will be the same.
+            reason = "verdict:" + receiptReason.rawValue
+            next = .now
+        case .halted(let provider):
+            reason = "halted:\(provider.rawValue):\(lastReason.prefix(150))"
+            next = Timestamp(seconds: Timestamp.now.seconds + 365 * 24 * 3600)
+        }
+        return ParkedRetry(subscriptionID: member.id, attempts: max(1, attempts), nextAttemptAt: next, lastReason: reason)
+    }
+}
+
+/// One run of one shard. Used by a single task: the sends run in child tasks that only send and
+/// return their answer; every decision and all state stay here.
+final class ShardRun {
+    enum Event: Sendable {
+        case sent(member: AudienceMember, attempts: Int, firstAttemptAt: Timestamp, outcome: DeliveryOutcome, seconds: Double, isRetry: Bool)
+        case tick
+    }
+
+    struct LeaseLost: Error {}
+
+    let context: PipelineContext
+    let job: Job
+    let range: SubscriptionRange
+    var lease: ShardLease
+    var delivery: AppDelivery
+    var counts: ShardCounts
+    var watermark = DeliveryWatermark()
+    var receipts: [Receipt] = []
+    var invalidations: [TokenInvalidation] = []
+    var parked: [String: ParkedSubscription] = [:]
+    var resolvedParked: Set<String> = []
+    var sinceCheckpoint = 0
+    var lastCheckpoint = ContinuousClock.now
+    var lastRefresh = ContinuousClock.now
+    var cancelled = false
+    var announcedHalts: Set<Receipt.Provider> = []
+    var running = 0
+    var tickPending = false
+    var finishing = false
+
+    init(context: PipelineContext, job: Job, lease: ShardLease, range: SubscriptionRange, delivery: AppDelivery) {
+        self.context = context
+        self.job = job
+        self.lease = lease
+        self.range = range
+        self.delivery = delivery
+        counts = lease.counts
+    }
+
+    var appID: String { job.appID }
+
+    func fields(_ extra: [String: JSONValue] = [:]) -> [String: JSONValue] {
+        var fields = extra
+        fields["job_id"] = .string(job.id)
+        fields["shard"] = .int(lease.shardNo)
+        return fields
+    }
+
+    // MARK: - The run
+
+    func run() async throws -> ShardRunOutcome {
+        do {
+            try await loadParked()
+            cancelled = try await context.jobs.state(jobID: job.id) == "cancelled"
+            return try await withThrowingTaskGroup(of: Event.self) { group in
+                defer { group.cancelAll() }
+                addTick(&group)
+                let outcome = try await sweep(&group)
+                return outcome
+            }
+        } catch is LeaseLost {
+            context.log.warning("shard taken over by another worker; stopping", fields())
+            return .leaseLost
+        }
+    }
+
+    private func sweep(_ group: inout ThrowingTaskGroup<Event, any Error>) async throws -> ShardRunOutcome {
+        let query = AudienceQuery(appID: appID, audience: job.audience ?? .all)
+        var pages = context.audience.pages(query, in: range, after: lease.cursor, pageSize: context.settings.pageSize).makeAsyncIterator()
+        // 1. The audience, in id order, from the checkpoint.
+        sweeping: while !context.stop.isSet {
+            guard let page = try await pages.next() else { break }
+            try await refresh()
+            for member in page {
+                if context.stop.isSet { break sweeping }
+                watermark.dispatched(member.id)
+                if resolveWithoutSending(member, attempts: 0, firstAttemptAt: .now) {
+                    watermark.resolved(member.id)
+                    continue
+                }
+                while running >= context.settings.window {
+                    try await handle(try await group.next(), &group)
+                }
+                counts.sent += 1
+                dispatch(member, attempts: 1, firstAttemptAt: .now, isRetry: false, &group)
+                sinceCheckpoint += 1
+                if checkpointDue { try await checkpoint() }
+            }
+            try await dispatchDueRetries(&group)
+            if checkpointDue { try await checkpoint() }
+        }
+        // 2. What is parked: retries as they fall due, verdicts, halts lifted meanwhile.
+        while !context.stop.isSet {
+            settleParked(final: false)
+            try await dispatchDueRetries(&group)
+            if running == 0 {
+                settleParked(final: true)
+                let waiting = parked.values.filter { if case .halted = $0.kind { return false } else { return true } }
+                if waiting.isEmpty { break }
+            }
+            try await handle(try await group.next(), &group)
+            if checkpointDue { try await checkpoint() }
+        }
+        // 3. Answers still in flight (bounded on a stop), then the last checkpoint.
+        finishing = true
+        let drainUntil = ContinuousClock.now + context.settings.drainDeadline
+        while running > 0 {
+            if context.stop.isSet && ContinuousClock.now > drainUntil { break }
+            try await handle(try await group.next(), &group)
+        }
+        settleParked(final: !context.stop.isSet)
+        try await checkpoint()
+        if context.stop.isSet {
+            try await context.jobs.release(lease)
+            context.log.info("shard checkpointed and released for shutdown", fields(["cursor": lease.cursor.map(JSONValue.string) ?? .null]))
+            return .interrupted
+        }
+        if parked.isEmpty {
+            try await context.jobs.finish(lease, counts: counts)
+            context.log.info("shard finished", fields([
+                "sent": .int(Int(counts.sent)), "accepted": .int(Int(counts.accepted)), "unregistered": .int(Int(counts.unregistered)),
+                "failed": .int(Int(counts.failed)), "dropped": .int(Int(counts.dropped)),
+            ]))
+            return .finished
+        }
+        try await context.jobs.release(lease)
+        context.log.warning("shard stopped: the rest waits behind a halted provider", fields(["parked": .int(parked.count)]))
+        return .halted
+    }
+
+    // MARK: - Sending
+
+    /// The token this job uses for `member`: the VoIP token for VoIP jobs on iOS.
+    private func token(for member: AudienceMember) -> String? {
+        if job.kind == .voip && member.platform == .ios { return member.voipToken }
+        return member.token
+    }
+
+    private func dispatch(_ member: AudienceMember, attempts: Int, firstAttemptAt: Timestamp, isRetry: Bool,
+                          _ group: inout ThrowingTaskGroup<Event, any Error>) {
+        let delivery = self.delivery
+        let job = self.job
+        let token = self.token(for: member) ?? member.token
+        running += 1
+        context.metrics.adjustInFlight(1)
+        group.addTask {
+            let started = ContinuousClock.now
+            let outcome = await delivery.send(job, to: member, token: token, now: .now)
+            let elapsed = ContinuousClock.now - started
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            return .sent(member: member, attempts: attempts, firstAttemptAt: firstAttemptAt, outcome: outcome, seconds: seconds, isRetry: isRetry)
+        }
+    }
+
+    private func addTick(_ group: inout ThrowingTaskGroup<Event, any Error>) {
+        guard !tickPending else { return }
+        tickPending = true
+        group.addTask {
+            try? await Task.sleep(for: .milliseconds(250))
+            return .tick
+        }
+    }
+
+    private func dispatchDueRetries(_ group: inout ThrowingTaskGroup<Event, any Error>) async throws {
+        let now = Timestamp.now
+        let due = parked.values.filter { $0.kind == .retry && !$0.inFlight && $0.due <= now }.sorted { $0.due < $1.due }
+        for entry in due {
+            if context.stop.isSet { return }
+            if resolveWithoutSending(entry.member, attempts: entry.attempts, firstAttemptAt: entry.firstAttemptAt) { continue }
+            while running >= context.settings.window {
+                try await handle(try await group.next(), &group)
+            }
+            guard var current = parked[entry.member.id], current.kind == .retry, !current.inFlight else { continue }
+            current.inFlight = true
+            parked[entry.member.id] = current
+            dispatch(entry.member, attempts: entry.attempts + 1, firstAttemptAt: entry.firstAttemptAt, isRetry: true, &group)
+            if checkpointDue { try await checkpoint() }
+        }
+    }
+
+    /// Settles a subscription without a send when the job no longer wants one: cancelled,
+    /// expired, its provider halted, no VoIP token. True when settled (or parked).
+    private func resolveWithoutSending(_ member: AudienceMember, attempts: Int, firstAttemptAt: Timestamp) -> Bool {
+        if cancelled {
+            drop(member, .cancelled, attempts: attempts)
+            return true
+        }
+        if job.isExpired(at: .now) {
+            drop(member, .expired, attempts: attempts)
+            return true
+        }
+        let provider = AppDelivery.provider(for: member.platform)
+        if let reason = delivery.haltReason(provider) {
+            park(member, kind: .halted(provider), attempts: attempts, due: .now, reason: reason, firstAttemptAt: firstAttemptAt)
+            announceHalt(provider, reason: reason)
+            return true
+        }
+        if token(for: member) == nil {
+            drop(member, .noVoIPToken, attempts: attempts)
+            return true
+        }
+        return false
+    }
+
+    // MARK: - Answers
+
+    private func handle(_ event: Event?, _ group: inout ThrowingTaskGroup<Event, any Error>) async throws {
+        guard let event else { return }
+        switch event {
+        case .tick:
+            tickPending = false
+            if !finishing { addTick(&group) }
+            if ContinuousClock.now - lastRefresh >= .seconds(2) { try await refresh() }
+            if checkpointDue { try await checkpoint() }
+        case .sent(let member, let attempts, let firstAttemptAt, let outcome, let seconds, let isRetry):
+            running -= 1
+            context.metrics.adjustInFlight(-1)
+            let provider = AppDelivery.provider(for: member.platform)
+            context.metrics.sendDuration(provider: provider.rawValue, seconds: seconds)
+            if isRetry, var entry = parked[member.id] {
+                entry.inFlight = false
+                parked[member.id] = entry
+            }
+            apply(outcome, to: member, provider: provider, attempts: attempts, firstAttemptAt: firstAttemptAt)
+            if !isRetry { watermark.resolved(member.id) }
+        }
+    }
+
+    private func apply(_ outcome: DeliveryOutcome, to member: AudienceMember, provider: Receipt.Provider, attempts: Int, firstAttemptAt: Timestamp) {
+        if outcome.isVerdictOnToken {
+            var invalid = false
+            if case .unregistered = outcome { invalid = true }
+            _ = context.directory.guards.record(appID: appID, provider: provider.rawValue, invalid: invalid)
+        }
+        switch outcome {
+        case .accepted(let providerID):
+            var receipt = deviceReceipt(member, .accepted, reason: nil, attempts: attempts)
+            receipt.providerID = providerID
+            settle(member, receipt)
+            counts.accepted += 1
+            context.metrics.notification(provider: provider.rawValue, outcome: "accepted")
+        case .unregistered(let reason, let providerReason, let timestamp):
+            switch context.directory.guards.verdict(appID: appID, provider: provider.rawValue) {
+            case .apply:
+                unregister(member, reason: reason, providerReason: providerReason, timestamp: timestamp, attempts: attempts)
+            case .undecided:
+                park(member, kind: .awaitingVerdict(reason: reason, providerReason: providerReason, timestamp: timestamp),
+                     attempts: attempts, due: .now, reason: providerReason, firstAttemptAt: firstAttemptAt)
+            case .misconfigured:
+                halt(provider, reason: .suspectedMisconfiguration, detail: "the share of unregistered answers is above the threshold")
+                park(member, kind: .halted(provider), attempts: attempts, due: .now, reason: "suspected-misconfiguration", firstAttemptAt: firstAttemptAt)
+            }
+        case .retryable(let providerReason, let retryAfter, let quota):
+            context.metrics.notification(provider: provider.rawValue, outcome: "retried")
+            let next = context.settings.retry.nextAttempt(attempts: attempts, firstAttemptAt: firstAttemptAt, now: .now, expiresAt: job.expiresAt,
+                                                          retryAfterSeconds: retryAfter, quotaExceeded: quota, random: Double.random(in: 0..<1))
+            if let next {
+                park(member, kind: .retry, attempts: attempts, due: next, reason: providerReason, firstAttemptAt: firstAttemptAt)
+            } else {
+                var receipt = deviceReceipt(member, .failed, reason: .retriesExhausted, attempts: attempts)
+                receipt.providerReason = String(providerReason.prefix(200))
+                settle(member, receipt)
+                counts.failed += 1
+                context.metrics.notification(provider: provider.rawValue, outcome: "failed")
+            }
+        case .failed(let reason, let providerReason):
+            var receipt = deviceReceipt(member, .failed, reason: reason, attempts: attempts)
+            receipt.providerReason = String(providerReason.prefix(200))
+            settle(member, receipt)
+            counts.failed += 1
+            context.metrics.notification(provider: provider.rawValue, outcome: "failed")
+        case .credentialFault(let providerReason):
+            halt(provider, reason: .credentials, detail: providerReason)
+            park(member, kind: .halted(provider), attempts: attempts, due: .now, reason: providerReason, firstAttemptAt: firstAttemptAt)
+        }
+    }
+
+    private func deviceReceipt(_ member: AudienceMember, _ stage: Receipt.Stage, reason: Receipt.Reason?, attempts: Int) -> Receipt {
+        var receipt = Receipt(jobID: job.id, appID: appID, stage: stage, subscriptionID: member.id, platform: member.platform,
+                              reason: reason, at: .now)
+        if attempts > 0 { receipt.attempts = attempts }
+        return receipt
+    }
+
+    /// Records a terminal receipt and takes the subscription off the parked list.
+    private func settle(_ member: AudienceMember, _ receipt: Receipt) {
+        receipts.append(receipt)
+        if let entry = parked.removeValue(forKey: member.id), entry.persisted {
+            resolvedParked.insert(member.id)
+        }
+    }
+
+    private func drop(_ member: AudienceMember, _ reason: Receipt.Reason, attempts: Int) {
+        settle(member, deviceReceipt(member, .dropped, reason: reason, attempts: attempts))
+        counts.dropped += 1
+        context.metrics.notification(provider: AppDelivery.provider(for: member.platform).rawValue, outcome: "dropped")
+    }
+
+    private func unregister(_ member: AudienceMember, reason: Receipt.Reason, providerReason: String, timestamp: Timestamp?, attempts: Int) {
+        var receipt = deviceReceipt(member, .unregistered, reason: reason, attempts: attempts)
+        receipt.providerReason = String(providerReason.prefix(200))
+        settle(member, receipt)
+        invalidations.append(TokenInvalidation(subscriptionID: member.id, reason: String(providerReason.prefix(200)), providerTimestamp: timestamp))
+        counts.unregistered += 1
+        context.metrics.notification(provider: AppDelivery.provider(for: member.platform).rawValue, outcome: "unregistered")
+    }
+
+    private func park(_ member: AudienceMember, kind: ParkedSubscription.Kind, attempts: Int, due: Timestamp, reason: String, firstAttemptAt: Timestamp) {
+        var entry = parked[member.id] ?? ParkedSubscription(member: member, kind: kind, attempts: attempts, due: due,
+                                                            lastReason: reason, firstAttemptAt: firstAttemptAt)
+        entry.kind = kind
+        entry.attempts = attempts
+        entry.due = due
+        entry.lastReason = reason
+        entry.dirty = true
+        entry.inFlight = false
+        parked[member.id] = entry
+        if case .halted(let provider) = kind {
+            context.metrics.notification(provider: provider.rawValue, outcome: "halted")
+        }
+    }
+
+    // MARK: - Halts and verdicts
+
+    /// Halts the app on `provider` (every worker sees it through PostgreSQL) and reports it once
+    /// per run. Subscriptions waiting for a verdict on that provider are parked behind the halt:
+    /// their invalidations are discarded (DESIGN §4).
+    private func halt(_ provider: Receipt.Provider, reason: Receipt.Reason, detail: String) {
+        if delivery.markHaltedLocally(provider, reason: reason.rawValue) {
+            context.log.error("provider halted for app", fields([
+                "app_id": .string(appID), "provider": .string(provider.rawValue), "reason": .string(reason.rawValue),
+                "detail": .string(String(detail.prefix(300))),
+            ]))
+            pendingHalts.append((provider, reason.rawValue))
+        }
+        announceHalt(provider, reason: reason.rawValue)
+        for (id, entry) in parked where !entry.inFlight {
+            if case .awaitingVerdict = entry.kind, AppDelivery.provider(for: entry.member.platform) == provider {
+                var updated = entry
+                updated.kind = .halted(provider)
+                updated.dirty = true
+                parked[id] = updated
+            }
+        }
+    }
+
+    /// Halts recorded locally and still to be written to PostgreSQL (at the next checkpoint).
+    var pendingHalts: [(Receipt.Provider, String)] = []
+
+    private func announceHalt(_ provider: Receipt.Provider, reason: String) {
+        guard announcedHalts.insert(provider).inserted else { return }
+        var receipt = Receipt(jobID: job.id, appID: appID, stage: .halted,
+                              reason: Receipt.Reason(rawValue: reason) ?? .credentials, at: .now)
+        receipt.provider = provider
+        receipts.append(receipt)
+    }
+
+    /// Applies the guard's verdicts to subscriptions waiting for one, turns halted ones whose
+    /// provider was resumed back into retries, and drops everything left on a cancellation.
+    private func settleParked(final: Bool) {
+        for (id, entry) in parked where !entry.inFlight {
+            let provider = AppDelivery.provider(for: entry.member.platform)
+            if cancelled {
+                drop(entry.member, .cancelled, attempts: entry.attempts)
+                continue
+            }
+            switch entry.kind {
+            case .awaitingVerdict(let reason, let providerReason, let timestamp):
+                switch context.directory.guards.verdict(appID: appID, provider: provider.rawValue, final: final) {
+                case .apply:
+                    unregister(entry.member, reason: reason, providerReason: providerReason, timestamp: timestamp, attempts: entry.attempts)
+                case .misconfigured:
+                    halt(provider, reason: .suspectedMisconfiguration, detail: "the share of unregistered answers is above the threshold")
+                case .undecided:
+                    break
+                }
+            case .halted(let haltedProvider):
+                if delivery.haltReason(haltedProvider) == nil {
+                    var updated = entry
+                    updated.kind = .retry
+                    updated.due = .now
+                    updated.dirty = true
+                    parked[id] = updated
+                }
+            case .retry:
+                break
+            }
+        }
+    }
+
+    /// Re-reads the app (halts set or lifted elsewhere) and the job's state (cancellation).
+    private func refresh() async throws {
+        lastRefresh = ContinuousClock.now
+        if let latest = try await context.directory.delivery(appID: appID) {
+            delivery = latest
+        }
+        if !cancelled, try await context.jobs.state(jobID: job.id) == "cancelled" {
+            cancelled = true
+            context.log.info("job cancelled; dropping the rest of the shard", fields())
+        }
+    }
+
+    // MARK: - Checkpoints
+
+    var checkpointDue: Bool {
+        sinceCheckpoint >= context.settings.checkpointEvery
+            || (ContinuousClock.now - lastCheckpoint >= context.settings.checkpointInterval
+                && (sinceCheckpoint > 0 || !receipts.isEmpty || ContinuousClock.now - lastCheckpoint >= .seconds(10)))
+    }
+
+    /// Makes progress durable, in this order: halts recorded, invalidations applied, receipts
+    /// acknowledged by Kafka, then the cursor, counts and parked subscriptions in one transaction
+    /// (which also renews the lease). A crash before the last step repeats the work since the
+    /// previous checkpoint, with the same receipt ids.
+    func checkpoint() async throws {
+        for (provider, reason) in pendingHalts {
+            try await context.directory.recordHalt(appID: appID, provider: provider, reason: reason)
+        }
+        pendingHalts.removeAll()
+        if !invalidations.isEmpty {
+            _ = try await context.subscriptions.invalidate(appID: appID, invalidations)
+            invalidations.removeAll()
+        }
+        if !receipts.isEmpty {
+            try await context.publisher.publish(receipts)
+            receipts.removeAll()
+        }
+        let dirty = parked.values.filter(\.dirty)
+        let park = dirty.map(\.parked)
+        let resolved = Array(resolvedParked)
+        var current = lease
+        let result: Result<Void, PostgresError>
+        do throws(PostgresError) {
+            try await context.jobs.checkpoint(&current, cursor: watermark.cursor, counts: counts, park: park, resolved: resolved)
+            result = .success(())
+        } catch {
+            result = .failure(error)
+        }
+        if case .failure(let error) = result {
+            if error.code == .leaseLost { throw LeaseLost() }
+            throw error
+        }
+        lease = current
+        for entry in dirty {
+            parked[entry.member.id]?.dirty = false
+            parked[entry.member.id]?.persisted = true
+        }
+        resolvedParked.removeAll()
+        sinceCheckpoint = 0
+        lastCheckpoint = ContinuousClock.now
+    }
+
+    /// Reads the shard's parked subscriptions back after a crash, a takeover or a resume.
+    private func loadParked() async throws {
+        let rows = try await context.jobs.parkedRetries(lease)
+        guard !rows.isEmpty else { return }
+        var members: [String: AudienceMember] = [:]
+        var index = 0
+        while index < rows.count {
+            let batch = rows[index..<min(index + 1000, rows.count)].map(\.subscriptionID)
+            for member in try await context.audience.members(appID: appID, ids: Array(batch)) { members[member.id] = member }
+            index += 1000
+        }
+        for row in rows {
+            guard let member = members[row.subscriptionID] else {
+                // Deleted meanwhile: nothing to send to.
+                let ghost = AudienceMember(id: row.subscriptionID, platform: .android, token: "", sandbox: false, sdk: false,
+                                           language: nil, timeZone: nil, voipToken: nil)
+                settle(ghost, deviceReceipt(ghost, .dropped, reason: .optedOut, attempts: row.attempts))
+                resolvedParked.insert(row.subscriptionID)
+                counts.dropped += 1
+                continue
+            }
+            let reason = row.lastReason ?? ""
+            var entry = ParkedSubscription(member: member, kind: .retry, attempts: row.attempts, due: row.nextAttemptAt,
+                                           lastReason: reason, firstAttemptAt: row.firstAttemptAt ?? .now)
+            entry.persisted = true
+            entry.dirty = false
+            if reason.hasPrefix("halted:") {
+                let provider = AppDelivery.provider(for: member.platform)
+                if let haltReason = delivery.haltReason(provider) {
+                    entry.kind = .halted(provider)
+                    entry.lastReason = haltReason
+                } else {
+                    entry.due = .now
+                    entry.dirty = true
+                }
+            } else if reason.hasPrefix("verdict:") {
+                entry.due = .now
+            }
+            parked[member.id] = entry
+        }
+        context.log.info("resuming parked subscriptions", fields(["parked": .int(parked.count)]))
+    }
+}

@@ -1,0 +1,298 @@
+import Dispatch
+import Glibc
+public import HeraldCore
+import HeraldHTTP2
+public import HeraldKafka
+public import HeraldPostgres
+import Synchronization
+
+/// Why a worker could not start, with the variable or service to fix.
+public struct WorkerStartError: Error, Sendable, CustomStringConvertible {
+    /// For people: what is wrong and what to do.
+    public let message: String
+    /// sysexits(3) status: 78 configuration, 69 a service unavailable.
+    public let exitStatus: Int32
+    public var description: String { message }
+}
+
+/// One `herald run` process: the services of DESIGN §1, started in dependency order (database,
+/// producer, provider pools, then the consumers) and stopped in reverse on SIGTERM or SIGINT:
+/// stop taking work, checkpoint and release shards in flight, commit what is done, flush the
+/// producer, exit.
+///
+/// Consumer groups: jobs use `HERALD_KAFKA_GROUP`; shards, the urgent lane and device events use
+/// the same name with `.shards`, `.urgent` and `.device-events` appended, so each kind of work
+/// is balanced over the workers independently and a long shard never holds a job back.
+public final class Worker: Sendable {
+    public let configuration: WorkerConfiguration
+    let log: WorkerLog
+    let stop = StopSignal()
+    let metrics: WorkerMetrics
+    private let busy = BusyCount()
+
+    /// A worker for `configuration` (not started).
+    public init(configuration: WorkerConfiguration) {
+        self.configuration = configuration
+        log = WorkerLog(workerID: configuration.workerID, minimum: configuration.logLevel)
+        metrics = WorkerMetrics(workerID: configuration.workerID)
+    }
+
+    /// Runs until SIGTERM/SIGINT (or ``requestStop()``); returns the exit status.
+    public func run() async throws(WorkerStartError) -> Int32 {
+        let configuration = self.configuration
+        // 1. PostgreSQL, migrated.
+        let key: CredentialsKey
+        do {
+            guard let text = configuration.credentialsKey, !text.isEmpty else {
+                throw WorkerStartError(message: "HERALD_CREDENTIALS_KEY: is required (32 random bytes, base64; the key app credentials were stored with)", exitStatus: 78)
+            }
+            key = try CredentialsKey(base64: text)
+        } catch let error as WorkerStartError {
+            throw error
+        } catch {
+            throw WorkerStartError(message: "HERALD_CREDENTIALS_KEY: \(error)", exitStatus: 78)
+        }
+        var poolConfiguration = PostgresPoolConfiguration(url: configuration.databaseURL, size: configuration.databasePoolSize)
+        poolConfiguration.applicationName = "herald-\(configuration.workerID)"
+        let pool = PostgresPool(poolConfiguration)
+        do {
+            let rows = try await pool.query("SELECT COALESCE(max(version), 0) FROM herald_schema_migrations")
+            let applied = rows.rows.first?.first.flatMap { $0 }.flatMap { Int($0) } ?? 0
+            let latest = Migration.all.map(\.version).max() ?? 0
+            guard applied >= latest else {
+                await pool.close()
+                throw WorkerStartError(message: "the database is at migration \(applied), this worker needs \(latest): run `herald migrate` first", exitStatus: 78)
+            }
+        } catch let error as WorkerStartError {
+            throw error
+        } catch {
+            await pool.close()
+            let hint = "\(error)".contains("herald_schema_migrations") ? " (no Herald schema: run `herald migrate` first)" : ""
+            throw WorkerStartError(message: "HERALD_DATABASE_URL: PostgreSQL is not usable: \(error)\(hint)", exitStatus: 69)
+        }
+
+        // 2. Kafka producer, provider pools, the pipeline.
+        let producer: KafkaProducer
+        do {
+            producer = try KafkaProducer(configuration: configuration.kafka)
+        } catch {
+            await pool.close()
+            throw WorkerStartError(message: "HERALD_KAFKA_BROKERS: cannot create a Kafka producer: \(error)", exitStatus: 78)
+        }
+        let loops: EventLoopGroup
+        do {
+            loops = try EventLoopGroup(count: configuration.eventLoops)
+        } catch {
+            await pool.close()
+            throw WorkerStartError(message: "cannot start the provider event loops: \(error)", exitStatus: 70)
+        }
+        let guards = InvalidationGuards(window: configuration.invalidationWindow, threshold: configuration.invalidationThreshold)
+        let directory = ProviderDirectory(apps: AppRepository(pool: pool, key: key), endpoints: configuration.endpoints, loops: loops, guards: guards)
+        let publisher = ReceiptPublisher(producer: producer, topics: configuration.topics, log: log)
+        let context = PipelineContext(workerID: configuration.workerID, jobs: JobRepository(pool: pool), audience: AudienceResolver(pool: pool),
+                                      subscriptions: SubscriptionRepository(pool: pool), directory: directory, publisher: publisher,
+                                      metrics: metrics, log: log, settings: configuration.shard, stop: stop)
+        let runner = ShardRunner(context: context)
+        let planner = JobPlanner(context: context, runner: runner, shardSize: configuration.shardSize)
+        let events = DeviceEventProcessor(context: context, dedupe: DeviceEventDedupe(pool: pool))
+
+        // 3. Consumers, last: from here on work arrives.
+        let topics = configuration.topics
+        let group = configuration.kafkaGroup
+        let lanes: [Lane]
+        do {
+            lanes = [
+                try Lane(name: "urgent", groupID: group + ".urgent", topics: [topics.jobsUrgent, topics.shardsUrgent],
+                         concurrency: configuration.jobConcurrency, ordered: true, configuration: configuration.kafka, log: log),
+                try Lane(name: "jobs", groupID: group, topics: [topics.jobs],
+                         concurrency: configuration.jobConcurrency, ordered: true, configuration: configuration.kafka, log: log),
+                try Lane(name: "shards", groupID: group + ".shards", topics: [topics.shards],
+                         concurrency: configuration.shardConcurrency, ordered: false, configuration: configuration.kafka, log: log),
+                try Lane(name: "device-events", groupID: group + ".device-events", topics: [topics.deviceEvents],
+                         concurrency: configuration.jobConcurrency, ordered: true, configuration: configuration.kafka, log: log),
+            ]
+        } catch {
+            directory.shutdown()
+            loops.shutdown()
+            await pool.close()
+            throw WorkerStartError(message: "HERALD_KAFKA_BROKERS: cannot join the consumer groups: \(error)", exitStatus: 69)
+        }
+
+        // 4. Health and metrics.
+        var health: HealthServer?
+        if configuration.httpPort != 0 {
+            let metrics = self.metrics
+            let stop = self.stop
+            let server = HealthServer(port: configuration.httpPort) { path in
+                switch path {
+                case "/healthz":
+                    return HealthServer.Response(status: 200, body: "ok\n")
+                case "/readyz":
+                    if stop.isSet { return HealthServer.Response(status: 503, body: "stopping\n") }
+                    do {
+                        _ = try await pool.query("SELECT 1")
+                    } catch {
+                        return HealthServer.Response(status: 503, body: "PostgreSQL unreachable: \(error)\n")
+                    }
+                    return HealthServer.Response(status: 200, body: "ready\n")
+                case "/metrics":
+                    return HealthServer.Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.prometheusText())
+                default:
+                    return HealthServer.Response(status: 404, body: "not found\n")
+                }
+            }
+            do {
+                try server.start()
+                health = server
+            } catch {
+                for lane in lanes { await lane.consumer.close() }
+                directory.shutdown()
+                loops.shutdown()
+                await pool.close()
+                throw WorkerStartError(message: "HERALD_HTTP_PORT: \(error)", exitStatus: 69)
+            }
+        }
+
+        let signals = installSignalHandlers()
+        log.info("worker ready", [
+            "group": .string(group), "topics": .array([topics.jobs, topics.jobsUrgent, topics.shards, topics.shardsUrgent, topics.deviceEvents].map(JSONValue.string)),
+            "results": .string(topics.results), "shard_concurrency": .int(configuration.shardConcurrency),
+            "http_port": .int(health?.port ?? 0),
+        ])
+        let stop = self.stop
+        let busy = self.busy
+        let log = self.log
+        await withTaskGroup(of: Void.self) { tasks in
+            for lane in lanes {
+                tasks.addTask {
+                    await lane.run(stop: stop, busy: busy) { message in
+                        if message.topic == topics.shards || message.topic == topics.shardsUrgent {
+                            return await Self.handleShard(message, context: context, runner: runner)
+                        }
+                        if message.topic == topics.deviceEvents { return await events.handle(message) }
+                        return await planner.handle(message)
+                    }
+                }
+            }
+            // The stopper: waits for the signal, lets work in hand checkpoint, then closes the
+            // consumers (which commits what is done and ends their message streams).
+            tasks.addTask {
+                while !stop.isSet { try? await Task.sleep(for: .milliseconds(100)) }
+                log.info("stopping: no new work; checkpointing work in hand", ["busy": .int(busy.value)])
+                let deadline = ContinuousClock.now + configuration.shard.drainDeadline + .seconds(15)
+                while busy.value > 0 && ContinuousClock.now < deadline {
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
+                for lane in lanes { await lane.consumer.close() }
+            }
+        }
+        withExtendedLifetime(signals) {}
+        health?.stop()
+        let flushed = await producer.flush(timeoutMilliseconds: 10_000)
+        directory.shutdown()
+        loops.shutdown()
+        await pool.close()
+        log.info("worker stopped", ["producer_flushed": .bool(flushed)])
+        return flushed ? 0 : 1
+    }
+
+    /// Asks the worker to stop, as SIGTERM does.
+    public func requestStop() { stop.set() }
+
+    private func installSignalHandlers() -> [any DispatchSourceSignal] {
+        [SIGTERM, SIGINT].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            let stop = self.stop
+            let log = self.log
+            source.setEventHandler {
+                log.info("signal received", ["signal": .int(Int(number))])
+                stop.set()
+            }
+            source.resume()
+            return source
+        }
+    }
+
+    /// Runs one shard message: decodes it (a bad one is dead-lettered), reads its job from the
+    /// `jobs` table, and runs it.
+    static func handleShard(_ message: KafkaMessage, context: PipelineContext, runner: ShardRunner) async -> Bool {
+        let shard: Shard
+        do {
+            shard = try Shard.decode(message.value)
+        } catch {
+            return await PipelineDeadLetters.send(message, reason: "invalid shard message: \(error)", context: context)
+        }
+        var delay = Duration.seconds(1)
+        while true {
+            do {
+                guard let stored = try await context.jobs.storedJob(id: shard.jobID) else {
+                    return await PipelineDeadLetters.send(message, reason: "shard of unknown job \(shard.jobID)", context: context)
+                }
+                let job: Job
+                do {
+                    job = try Job(json: try JSONValue.parse(stored.body))
+                } catch {
+                    return await PipelineDeadLetters.send(message, reason: "the stored job \(shard.jobID) no longer validates: \(error)", context: context)
+                }
+                return await runner.run(job: job, shard: shard).commitsMessage
+            } catch {
+                if context.stop.isSet { return false }
+                context.metrics.postgresError()
+                context.log.error("cannot read the shard's job; retrying", ["job_id": .string(shard.jobID), "error": .string(error.description)])
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(30))
+            }
+        }
+    }
+}
+
+/// One consumer and how its messages are run: `ordered` lanes run messages with the same key one
+/// after another (a live activity's updates), others run them as they come; at most
+/// `concurrency` at once, and the consumer pauses its partitions when that many are in hand.
+final class Lane: Sendable {
+    let name: String
+    let consumer: KafkaConsumer
+    let concurrency: Int
+    let ordered: Bool
+    let log: WorkerLog
+
+    init(name: String, groupID: String, topics: [String], concurrency: Int, ordered: Bool,
+         configuration: KafkaConfiguration, log: WorkerLog) throws(KafkaError) {
+        var options = KafkaConsumerOptions()
+        options.maximumInFlight = concurrency + 2
+        options.resumeAtOrBelow = concurrency
+        options.log = { message in log.warning(message, ["component": .string("kafka"), "lane": .string(name)]) }
+        consumer = try KafkaConsumer(configuration: configuration, groupID: groupID, options: options)
+        try consumer.subscribe(topics: topics)
+        self.name = name
+        self.concurrency = concurrency
+        self.ordered = ordered
+        self.log = log
+    }
+
+    func run(stop: StopSignal, busy: BusyCount, handler: @escaping @Sendable (KafkaMessage) async -> Bool) async {
+        let consumer = self.consumer
+        let ordered = self.ordered
+        do {
+            try await KeyOrderedRunner.run(consumer.messages, maximumConcurrency: concurrency,
+                                           key: { message in ordered ? message.key.map { $0 } : nil }) { message in
+                // After a stop request nothing new starts; the message is read again later.
+                if stop.isSet { return }
+                busy.adjust(1)
+                defer { busy.adjust(-1) }
+                if await handler(message) { consumer.markProcessed(message) }
+            }
+        } catch {
+            log.error("consumer stopped on a fatal error", ["lane": .string(name), "error": .string("\(error)")])
+            stop.set()
+        }
+    }
+}
+
+/// Messages being handled right now, across the lanes (the stopper waits for zero).
+final class BusyCount: Sendable {
+    private let count = Atomic<Int>(0)
+    var value: Int { count.load(ordering: .relaxed) }
+    func adjust(_ delta: Int) { count.add(delta, ordering: .relaxed) }
+}

@@ -1,0 +1,76 @@
+public import HeraldCore
+import Foundation
+import Synchronization
+
+/// The worker's log: one JSON object per line on standard output (DESIGN §6) with `level`,
+/// `time`, `worker`, `message` and the fields given (job id, shard, …). Device tokens and
+/// credentials never go in whole: pass them through ``redact(_:)``.
+public struct WorkerLog: Sendable {
+    /// Severity, lowest first.
+    public enum Level: Int, Sendable, Comparable, CaseIterable {
+        case debug, info, warning, error
+
+        var name: String {
+            switch self {
+            case .debug: "debug"
+            case .info: "info"
+            case .warning: "warning"
+            case .error: "error"
+            }
+        }
+
+        /// `HERALD_LOG_LEVEL` values: debug, info, warning (or warn), error.
+        public init?(name: String) {
+            switch name.lowercased() {
+            case "debug": self = .debug
+            case "info": self = .info
+            case "warning", "warn": self = .warning
+            case "error": self = .error
+            default: return nil
+            }
+        }
+
+        public static func < (lhs: Level, rhs: Level) -> Bool { lhs.rawValue < rhs.rawValue }
+    }
+
+    /// The worker id written on every line.
+    public let workerID: String
+    /// Lines below this level are not written.
+    public let minimum: Level
+    private let sink: @Sendable (String) -> Void
+
+    private static let lock = Mutex(())
+
+    /// A log for `workerID` writing to standard output (or `sink`, for tests).
+    public init(workerID: String, minimum: Level = .info, sink: (@Sendable (String) -> Void)? = nil) {
+        self.workerID = workerID
+        self.minimum = minimum
+        self.sink = sink ?? { line in
+            WorkerLog.lock.withLock { _ in
+                FileHandle.standardOutput.write(Data((line + "\n").utf8))
+            }
+        }
+    }
+
+    /// Writes a line.
+    public func log(_ level: Level, _ message: String, _ fields: [String: JSONValue] = [:]) {
+        guard level >= minimum else { return }
+        var object = fields
+        object["level"] = .string(level.name)
+        object["time"] = .string(Timestamp.now.description)
+        object["worker"] = .string(workerID)
+        object["message"] = .string(message)
+        sink(JSONValue.object(object).serialized())
+    }
+
+    public func debug(_ message: String, _ fields: [String: JSONValue] = [:]) { log(.debug, message, fields) }
+    public func info(_ message: String, _ fields: [String: JSONValue] = [:]) { log(.info, message, fields) }
+    public func warning(_ message: String, _ fields: [String: JSONValue] = [:]) { log(.warning, message, fields) }
+    public func error(_ message: String, _ fields: [String: JSONValue] = [:]) { log(.error, message, fields) }
+
+    /// A secret or device token shortened to its first 6 characters and its length, enough to
+    /// tell two apart in a log and useless to send with.
+    public static func redact(_ secret: String) -> String {
+        "\(secret.prefix(6))…(\(secret.utf8.count))"
+    }
+}

@@ -1,0 +1,372 @@
+public import HeraldCore
+import Synchronization
+
+/// A worker's counters, gauges and send-latency histograms: updated per notification by the
+/// pipeline, scraped as Prometheus text from `/metrics`, and copied into the metrics topic.
+///
+/// Every figure lives in one `State` behind one `Mutex`: an update is a dictionary lookup and an
+/// add, which costs far less than the network send it records.
+public final class WorkerMetrics: Sendable {
+    /// The bucket upper bounds (seconds) of `herald_send_duration_seconds`; `+Inf` is implied.
+    public static let sendDurationBounds: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+    /// A send-latency histogram for one provider.
+    public struct Histogram: Sendable, Equatable {
+        /// Observations per bucket, not cumulative: `bucketCounts[i]` counts values in
+        /// (`bounds[i-1]`, `bounds[i]`]; the last element counts values above the last bound (`+Inf`).
+        public var bucketCounts: [Int]
+        /// The sum of all observed values, in seconds.
+        public var sum: Double
+        /// How many values were observed.
+        public var count: Int
+
+        /// An empty histogram over ``WorkerMetrics/sendDurationBounds``.
+        public init() {
+            bucketCounts = Array(repeating: 0, count: WorkerMetrics.sendDurationBounds.count + 1)
+            sum = 0
+            count = 0
+        }
+
+        /// Counts at or below each bound, then the total (the `+Inf` bucket), as Prometheus exposes them.
+        public var cumulativeCounts: [Int] {
+            var running = 0
+            return bucketCounts.map { count in
+                running += count
+                return running
+            }
+        }
+
+        /// The `quantile` (0…1) estimated as Prometheus' `histogram_quantile` does: linear
+        /// interpolation inside the bucket that holds it, 0 as the first bucket's lower edge, and
+        /// the highest finite bound when it falls in `+Inf`. Nil when nothing was observed.
+        public func estimate(quantile: Double) -> Double? {
+            guard count > 0, quantile.isFinite else { return nil }
+            let q = min(max(quantile, 0), 1)
+            let bounds = WorkerMetrics.sendDurationBounds
+            let rank = q * Double(count)
+            var below = 0
+            for (index, bucket) in bucketCounts.enumerated() {
+                let through = below + bucket
+                if Double(through) >= rank && bucket > 0 {
+                    guard index < bounds.count else { return bounds[bounds.count - 1] }
+                    let lower = index == 0 ? 0 : bounds[index - 1]
+                    let upper = bounds[index]
+                    return lower + (upper - lower) * ((rank - Double(below)) / Double(bucket))
+                }
+                below = through
+            }
+            return bounds[bounds.count - 1]
+        }
+
+        /// Estimated median send duration in seconds.
+        public var p50: Double? { estimate(quantile: 0.5) }
+        /// Estimated 90th percentile send duration in seconds.
+        public var p90: Double? { estimate(quantile: 0.9) }
+        /// Estimated 99th percentile send duration in seconds.
+        public var p99: Double? { estimate(quantile: 0.99) }
+
+        mutating func observe(_ seconds: Double) {
+            let bounds = WorkerMetrics.sendDurationBounds
+            var index = bounds.count
+            // Thirteen bounds: a linear scan is as quick as a binary search here.
+            for (candidate, bound) in bounds.enumerated() where seconds <= bound {
+                index = candidate
+                break
+            }
+            bucketCounts[index] += 1
+            sum += seconds
+            count += 1
+        }
+    }
+
+    /// Estimated send-duration percentiles for one provider, in seconds (nil before the first send).
+    public struct Percentiles: Sendable, Equatable {
+        /// Median.
+        public var p50: Double?
+        /// 90th percentile.
+        public var p90: Double?
+        /// 99th percentile.
+        public var p99: Double?
+    }
+
+    /// A notification count's labels.
+    public struct NotificationKey: Sendable, Hashable {
+        /// `apns` or `fcm`.
+        public var provider: String
+        /// `accepted`, `unregistered`, `failed`, `dropped`, `retried` or `halted`.
+        public var outcome: String
+
+        /// Creates a key.
+        public init(provider: String, outcome: String) {
+            self.provider = provider
+            self.outcome = outcome
+        }
+    }
+
+    /// A copy of every figure at one moment.
+    public struct Snapshot: Sendable, Equatable {
+        /// The worker these figures belong to.
+        public var workerID: String
+        /// `herald_notifications_total` by provider and outcome.
+        public var notifications: [NotificationKey: Int] = [:]
+        /// `herald_send_duration_seconds` by provider.
+        public var sendDurations: [String: Histogram] = [:]
+        /// Percentiles estimated from ``sendDurations``, by provider.
+        public var sendDurationPercentiles: [String: Percentiles] = [:]
+        /// `herald_jobs_started_total`.
+        public var jobsStarted = 0
+        /// `herald_jobs_finished_total`.
+        public var jobsFinished = 0
+        /// `herald_shards_started_total`.
+        public var shardsStarted = 0
+        /// `herald_shards_finished_total`.
+        public var shardsFinished = 0
+        /// `herald_dead_letters_total`.
+        public var deadLetters = 0
+        /// `herald_device_events_total` by type (`received`, `confirmed`, `clicked`).
+        public var deviceEvents: [String: Int] = [:]
+        /// `herald_kafka_errors_total`.
+        public var kafkaErrors = 0
+        /// `herald_postgres_errors_total`.
+        public var postgresErrors = 0
+        /// `herald_rebalances_total`.
+        public var rebalances = 0
+        /// `herald_in_flight`: notifications sent and not yet answered.
+        public var inFlight = 0
+        /// `herald_open_connections` by provider.
+        public var openConnections: [String: Int] = [:]
+
+        /// Notifications with this provider and outcome.
+        public func notifications(provider: String, outcome: String) -> Int {
+            notifications[NotificationKey(provider: provider, outcome: outcome)] ?? 0
+        }
+
+        /// The snapshot as a JSON object for the metrics topic (percentiles in seconds, null when unknown).
+        public func json() -> JSONValue {
+            var byProvider: [String: [String: JSONValue]] = [:]
+            for (key, value) in notifications {
+                byProvider[key.provider, default: [:]][key.outcome] = .int(value)
+            }
+            var latency: [String: JSONValue] = [:]
+            for (provider, histogram) in sendDurations {
+                func seconds(_ value: Double?) -> JSONValue { value.map { JSONValue.double($0) } ?? .null }
+                latency[provider] = .object([
+                    "count": .int(histogram.count), "sum_seconds": .double(histogram.sum),
+                    "p50_seconds": seconds(histogram.p50), "p90_seconds": seconds(histogram.p90), "p99_seconds": seconds(histogram.p99),
+                ])
+            }
+            return .object([
+                "worker_id": .string(workerID),
+                "notifications": .object(byProvider.mapValues { .object($0) }),
+                "send_duration": .object(latency),
+                "jobs_started": .int(jobsStarted), "jobs_finished": .int(jobsFinished),
+                "shards_started": .int(shardsStarted), "shards_finished": .int(shardsFinished),
+                "dead_letters": .int(deadLetters),
+                "device_events": .object(deviceEvents.mapValues { .int($0) }),
+                "kafka_errors": .int(kafkaErrors), "postgres_errors": .int(postgresErrors), "rebalances": .int(rebalances),
+                "in_flight": .int(inFlight),
+                "open_connections": .object(openConnections.mapValues { .int($0) }),
+            ])
+        }
+    }
+
+    /// The label values known in advance; their series start at 0 so a scrape shows them (and
+    /// `rate()` works) before the first event.
+    static let knownProviders = ["apns", "fcm"]
+    static let knownOutcomes = ["accepted", "unregistered", "failed", "dropped", "retried", "halted"]
+    static let knownDeviceEventTypes = ["received", "confirmed", "clicked"]
+
+    /// The worker these figures belong to.
+    public let workerID: String
+    private let state: Mutex<Snapshot>
+
+    /// Creates zeroed metrics for worker `workerID`.
+    public init(workerID: String) {
+        self.workerID = workerID
+        var initial = Snapshot(workerID: workerID)
+        for provider in Self.knownProviders {
+            for outcome in Self.knownOutcomes {
+                initial.notifications[NotificationKey(provider: provider, outcome: outcome)] = 0
+            }
+            initial.sendDurations[provider] = Histogram()
+            initial.openConnections[provider] = 0
+        }
+        for type in Self.knownDeviceEventTypes { initial.deviceEvents[type] = 0 }
+        state = Mutex(initial)
+    }
+
+    /// Counts `count` notifications to `provider` (`apns` | `fcm`) that ended as `outcome`
+    /// (`accepted` | `unregistered` | `failed` | `dropped` | `retried` | `halted`).
+    public func notification(provider: String, outcome: String, count: Int = 1) {
+        let key = NotificationKey(provider: provider, outcome: outcome)
+        state.withLock { $0.notifications[key, default: 0] += count }
+    }
+
+    /// Records the seconds from request start to the provider's answer in `provider`'s histogram.
+    /// Negative values count as 0; NaN and infinities are ignored (a clock bug, not a latency).
+    public func sendDuration(provider: String, seconds: Double) {
+        guard seconds.isFinite else { return }
+        let value = max(seconds, 0)
+        state.withLock { $0.sendDurations[provider, default: Histogram()].observe(value) }
+    }
+
+    /// Counts a job whose processing began.
+    public func jobStarted() { state.withLock { $0.jobsStarted += 1 } }
+    /// Counts a job whose processing ended.
+    public func jobFinished() { state.withLock { $0.jobsFinished += 1 } }
+    /// Counts a shard whose sending began.
+    public func shardStarted() { state.withLock { $0.shardsStarted += 1 } }
+    /// Counts a shard whose sending ended.
+    public func shardFinished() { state.withLock { $0.shardsFinished += 1 } }
+    /// Counts a message sent to the dead-letter topic.
+    public func deadLettered() { state.withLock { $0.deadLetters += 1 } }
+
+    /// Counts a device event of `type` (`received` | `confirmed` | `clicked`).
+    public func deviceEvent(type: String) {
+        state.withLock { $0.deviceEvents[type, default: 0] += 1 }
+    }
+
+    /// Counts a Kafka error.
+    public func kafkaError() { state.withLock { $0.kafkaErrors += 1 } }
+    /// Counts a PostgreSQL error.
+    public func postgresError() { state.withLock { $0.postgresErrors += 1 } }
+    /// Counts a consumer-group rebalance.
+    public func rebalance() { state.withLock { $0.rebalances += 1 } }
+
+    /// Moves the in-flight gauge by `delta` (+1 when a send starts, -1 when it is answered).
+    public func adjustInFlight(_ delta: Int) { state.withLock { $0.inFlight += delta } }
+
+    /// Sets the open-connections gauge for `provider`.
+    public func setOpenConnections(provider: String, _ value: Int) {
+        state.withLock { $0.openConnections[provider] = value }
+    }
+
+    /// A copy of every figure, with per-provider p50/p90/p99 estimated from the histograms.
+    public func snapshot() -> Snapshot {
+        var copy = state.withLock { $0 }
+        copy.sendDurationPercentiles = copy.sendDurations.mapValues { Percentiles(p50: $0.p50, p90: $0.p90, p99: $0.p99) }
+        return copy
+    }
+
+    /// Every metric in the Prometheus text exposition format 0.0.4 (`text/plain; version=0.0.4`).
+    public func prometheusText() -> String {
+        let s = state.withLock { $0 }
+        var text = PrometheusText()
+
+        text.family("herald_notifications_total", type: "counter", help: "Notifications by provider and final outcome.")
+        for (key, value) in s.notifications.sorted(by: { ($0.key.provider, $0.key.outcome) < ($1.key.provider, $1.key.outcome) }) {
+            text.sample("herald_notifications_total", [("provider", key.provider), ("outcome", key.outcome)], value)
+        }
+
+        text.family("herald_send_duration_seconds", type: "histogram", help: "Seconds from request start to the provider's answer.")
+        for (provider, histogram) in s.sendDurations.sorted(by: { $0.key < $1.key }) {
+            let cumulative = histogram.cumulativeCounts
+            for (index, bound) in Self.sendDurationBounds.enumerated() {
+                text.sample("herald_send_duration_seconds_bucket", [("provider", provider), ("le", PrometheusText.number(bound))], cumulative[index])
+            }
+            text.sample("herald_send_duration_seconds_bucket", [("provider", provider), ("le", "+Inf")], histogram.count)
+            text.sample("herald_send_duration_seconds_sum", [("provider", provider)], PrometheusText.number(histogram.sum))
+            text.sample("herald_send_duration_seconds_count", [("provider", provider)], histogram.count)
+        }
+
+        let plainCounters: [(String, String, Int)] = [
+            ("herald_jobs_started_total", "Jobs whose processing began.", s.jobsStarted),
+            ("herald_jobs_finished_total", "Jobs whose processing ended.", s.jobsFinished),
+            ("herald_shards_started_total", "Shards whose sending began.", s.shardsStarted),
+            ("herald_shards_finished_total", "Shards whose sending ended.", s.shardsFinished),
+            ("herald_dead_letters_total", "Messages sent to the dead-letter topic.", s.deadLetters),
+        ]
+        for (name, help, value) in plainCounters {
+            text.family(name, type: "counter", help: help)
+            text.sample(name, [], value)
+        }
+
+        text.family("herald_device_events_total", type: "counter", help: "Device events (received, confirmed, clicked) by type.")
+        for (type, value) in s.deviceEvents.sorted(by: { $0.key < $1.key }) {
+            text.sample("herald_device_events_total", [("type", type)], value)
+        }
+
+        let errorCounters: [(String, String, Int)] = [
+            ("herald_kafka_errors_total", "Kafka errors.", s.kafkaErrors),
+            ("herald_postgres_errors_total", "PostgreSQL errors.", s.postgresErrors),
+            ("herald_rebalances_total", "Consumer-group rebalances.", s.rebalances),
+        ]
+        for (name, help, value) in errorCounters {
+            text.family(name, type: "counter", help: help)
+            text.sample(name, [], value)
+        }
+
+        text.family("herald_in_flight", type: "gauge", help: "Notifications sent and not yet answered.")
+        text.sample("herald_in_flight", [], s.inFlight)
+
+        text.family("herald_open_connections", type: "gauge", help: "Open connections to the provider.")
+        for (provider, value) in s.openConnections.sorted(by: { $0.key < $1.key }) {
+            text.sample("herald_open_connections", [("provider", provider)], value)
+        }
+        return text.output
+    }
+}
+
+/// Builds Prometheus text exposition format 0.0.4.
+struct PrometheusText {
+    private(set) var output = ""
+
+    init() {
+        output.reserveCapacity(8 * 1024)
+    }
+
+    mutating func family(_ name: String, type: String, help: String) {
+        output += "# HELP \(name) \(Self.escapeHelp(help))\n# TYPE \(name) \(type)\n"
+    }
+
+    mutating func sample(_ name: String, _ labels: [(String, String)], _ value: Int) {
+        sample(name, labels, String(value))
+    }
+
+    mutating func sample(_ name: String, _ labels: [(String, String)], _ value: String) {
+        output += name
+        if !labels.isEmpty {
+            output += "{"
+            for (index, (label, labelValue)) in labels.enumerated() {
+                if index > 0 { output += "," }
+                output += "\(label)=\"\(Self.escapeLabelValue(labelValue))\""
+            }
+            output += "}"
+        }
+        output += " \(value)\n"
+    }
+
+    /// A float as Prometheus writes it: integers without a fraction, `+Inf`, `-Inf`, `NaN`.
+    static func number(_ value: Double) -> String {
+        if value.isNaN { return "NaN" }
+        if value.isInfinite { return value > 0 ? "+Inf" : "-Inf" }
+        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+        return String(value)
+    }
+
+    /// Label values escape backslash, double quote and line feed.
+    static func escapeLabelValue(_ value: String) -> String {
+        escape(value, quote: true)
+    }
+
+    /// HELP text escapes backslash and line feed.
+    static func escapeHelp(_ value: String) -> String {
+        escape(value, quote: false)
+    }
+
+    // By scalar, not Character: "\r\n" is one Character that is not equal to "\n".
+    private static func escape(_ value: String, quote: Bool) -> String {
+        let needs = value.unicodeScalars.contains { $0 == "\\" || $0 == "\n" || (quote && $0 == "\"") }
+        guard needs else { return value }
+        var escaped = String.UnicodeScalarView()
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\\": escaped.append(contentsOf: "\\\\".unicodeScalars)
+            case "\n": escaped.append(contentsOf: "\\n".unicodeScalars)
+            case "\"" where quote: escaped.append(contentsOf: "\\\"".unicodeScalars)
+            default: escaped.append(scalar)
+            }
+        }
+        return String(escaped)
+    }
+}
