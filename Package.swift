@@ -51,10 +51,11 @@ let package = Package(
         .testTarget(name: "HeraldFCMTests", dependencies: ["HeraldFCM", "HeraldCore", "HeraldSim", "HeraldHTTP2", "HeraldCrypto", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldKafkaTests", dependencies: ["HeraldKafka", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldPostgresTests", dependencies: ["HeraldPostgres", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
-        .testTarget(name: "HeraldWorkerTests", dependencies: ["HeraldWorker", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldWorkerTests", dependencies: ["HeraldWorker", "HeraldCore", "HeraldAPNs", "HeraldFCM", "HeraldHTTP2", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldSimTests", dependencies: ["HeraldSim", "HeraldHTTP2", "HeraldCrypto", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
-        // Runs the built `herald` binary as a subprocess (validate-job, migrate, dev-broker, and the
-        // end-to-end pipeline suite, which reads Kafka and PostgreSQL and the simulators' token rule itself).
+        // Runs the built `herald` binary as a subprocess (validate-job, migrate, dev-broker, send,
+        // tail, jobs, and the end-to-end pipeline suite); HeraldKafka and HeraldPostgres set up and read
+        // back what the commands touch; HeraldSim for the simulators' unregistered-token rule.
         .testTarget(name: "heraldTests", dependencies: ["HeraldCore", "HeraldKafka", "HeraldPostgres", "HeraldSim", "HeraldTestSupport"],
                     swiftSettings: swiftSettings),
     ],

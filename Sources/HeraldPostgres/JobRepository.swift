@@ -375,10 +375,13 @@ extension DeviceEventDedupe {
             case "confirmed": column = "confirmed"
             default: column = "clicked"
             }
-            try await connection.query("UPDATE jobs SET \(column) = \(column) + 1 WHERE id = $1", [key.jobID])
             guard await forward() else {
                 throw PostgresError(.cancelled, "device event \(key.type) of \(key.jobID) not forwarded; rolled back to retry")
             }
+            // Counted after the forward, not before: the UPDATE locks the job's row until COMMIT,
+            // and the forward waits for the broker (minutes in an outage). Every other writer
+            // of the row (completion, halts, the job's other events) would queue behind it.
+            try await connection.query("UPDATE jobs SET \(column) = \(column) + 1 WHERE id = $1", [key.jobID])
             return true
         }
     }

@@ -17,6 +17,8 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         case leaseLost
         /// A row the operation needs does not exist.
         case notFound
+        /// A row is in a state that rules the operation out (resuming a completed job).
+        case invalidState
     }
 
     public let code: Code

@@ -55,7 +55,8 @@ public struct InvalidationGuard: Sendable, Equatable {
     }
 
     private var verdictOnWindow: Verdict {
-        let limit = threshold * Double(window)
+        // A tiny tolerance so 29 of 100 against 0.29 is "at the threshold", not above it.
+        let limit = threshold * Double(window) + 1e-9
         // Already more invalid answers than the whole first window may hold: no need to wait.
         if Double(invalidInWindow) > limit { return .misconfigured }
         guard ring.count >= window else { return .undecided }

@@ -22,8 +22,14 @@ public struct RetryPolicy: Sendable, Equatable {
         guard attempts < maximumAttempts else { return nil }
         let delay = backoff.delaySeconds(attempt: attempts, retryAfterSeconds: retryAfterSeconds, quotaExceeded: quotaExceeded, random: random)
         let milliseconds = Int64((delay * 1000).rounded(.up))
-        let dueMilliseconds = now.unixMilliseconds + milliseconds
-        let due = Timestamp(seconds: dueMilliseconds / 1000, nanoseconds: Int32(dueMilliseconds % 1000) * 1_000_000)
+        // Floor division: `/` and `%` round towards zero, which before 1970 gives a negative
+        // remainder, and a Timestamp's nanoseconds must stay in 0..<1e9.
+        var (dueSeconds, dueMilliseconds) = (now.unixMilliseconds + milliseconds).quotientAndRemainder(dividingBy: 1000)
+        if dueMilliseconds < 0 {
+            dueSeconds -= 1
+            dueMilliseconds += 1000
+        }
+        let due = Timestamp(seconds: dueSeconds, nanoseconds: Int32(dueMilliseconds) * 1_000_000)
         if due.seconds > firstAttemptAt.seconds + maximumAgeSeconds { return nil }
         if let expiresAt, due.seconds >= expiresAt.seconds { return nil }
         return due

@@ -253,7 +253,6 @@ final class ShardRun {
     var announcedHalts: Set<Receipt.Provider> = []
     var running = 0
     var tickPending = false
-    var finishing = false
 
     init(context: PipelineContext, job: Job, lease: ShardLease, range: SubscriptionRange, delivery: AppDelivery) {
         self.context = context
@@ -329,7 +328,6 @@ final class ShardRun {
             if checkpointDue { try await checkpoint() }
         }
         // 3. Answers still in flight (bounded on a stop), then the last checkpoint.
-        finishing = true
         let drainUntil = ContinuousClock.now + context.settings.drainDeadline
         while running > 0 {
             if context.stop.isSet && ContinuousClock.now > drainUntil { break }
@@ -436,7 +434,9 @@ final class ShardRun {
         switch event {
         case .tick:
             tickPending = false
-            if !finishing { addTick(&group) }
+            // Ticks go on while finishing too, so a stop's drain deadline is checked even while
+            // every answer in flight is late.
+            addTick(&group)
             if ContinuousClock.now - lastRefresh >= .seconds(2) { try await refresh() }
             if checkpointDue { try await checkpoint() }
         case .sent(let member, let attempts, let firstAttemptAt, let outcome, let seconds, let isRetry):

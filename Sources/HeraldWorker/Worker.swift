@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 public import HeraldCore
+import HeraldCrypto
 import HeraldHTTP2
 public import HeraldKafka
 public import HeraldPostgres
@@ -51,6 +52,13 @@ public final class Worker: Sendable {
             throw error
         } catch {
             throw WorkerStartError(message: "HERALD_CREDENTIALS_KEY: \(error)", exitStatus: 78)
+        }
+        if let caFile = configuration.endpoints.caFile {
+            do {
+                _ = try TLSContext(client: caFile)
+            } catch {
+                throw WorkerStartError(message: "HERALD_TLS_CA_FILE: \(caFile) is not a usable CA bundle: \(error)", exitStatus: 78)
+            }
         }
         var poolConfiguration = PostgresPoolConfiguration(url: configuration.databaseURL, size: configuration.databasePoolSize)
         poolConfiguration.applicationName = "herald-\(configuration.workerID)"

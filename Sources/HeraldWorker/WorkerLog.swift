@@ -68,9 +68,9 @@ public struct WorkerLog: Sendable {
     public func warning(_ message: String, _ fields: [String: JSONValue] = [:]) { log(.warning, message, fields) }
     public func error(_ message: String, _ fields: [String: JSONValue] = [:]) { log(.error, message, fields) }
 
-    /// A secret or device token shortened to its first 6 characters and its length, enough to
-    /// tell two apart in a log and useless to send with.
+    /// A secret or device token shortened to its first 6 characters (at most a third of it, for
+    /// short ones) and its length, enough to tell two apart in a log and useless to send with.
     public static func redact(_ secret: String) -> String {
-        "\(secret.prefix(6))…(\(secret.utf8.count))"
+        "\(secret.prefix(min(6, secret.count / 3)))…(\(secret.utf8.count))"
     }
 }

@@ -7,11 +7,12 @@ import HeraldPostgres
 /// subscriptions for it (replacing the app's existing ones), deterministically per `--seed`.
 enum SeedCommand {
     static let usage = """
-        usage: herald seed [--database-url URL] --app APP --devices N --credentials-from DIR
+        usage: herald seed [--database-url URL] --app APP [--devices N] --credentials-from DIR
                            [--ios-share 0.5] [--sdk-share 0.8] [--opted-out-share 0.02] [--seed 1] [--name NAME]
           DIR holds apns-key.p8 and apns.json {"key_id","team_id","bundle_id"[,"environment"]} and/or
           fcm-service-account.json, as `herald sim` writes them. Credentials are stored encrypted
-          under HERALD_CREDENTIALS_KEY (32 random bytes, base64).
+          under HERALD_CREDENTIALS_KEY (32 random bytes, base64). Without --devices only the app and its
+          credentials are written and its subscriptions are kept (fixing a key for `herald jobs resume`).
         """
 
     static func run(_ arguments: [String]) async -> Int32 {
@@ -56,8 +57,8 @@ enum SeedCommand {
                 return 64
             }
         }
-        guard let app, let devices, let directory else {
-            Console.error("herald seed: --app, --devices and --credentials-from are required\n\(usage)")
+        guard let app, let directory else {
+            Console.error("herald seed: --app and --credentials-from are required\n\(usage)")
             return 64
         }
         guard let url, !url.isEmpty else {
@@ -76,7 +77,7 @@ enum SeedCommand {
             Console.error("herald seed: \(error)")
             return 66
         }
-        var options = SeedOptions(appID: app, devices: devices)
+        var options = SeedOptions(appID: app, devices: devices ?? 0)
         options.iosShare = shares["--ios-share"] ?? options.iosShare
         options.sdkShare = shares["--sdk-share"] ?? options.sdkShare
         options.optedOutShare = shares["--opted-out-share"] ?? options.optedOutShare
@@ -92,6 +93,10 @@ enum SeedCommand {
                 _ = try await Migrator().migrate(connection)
             }
             try await AppRepository(pool: pool, key: key).upsert(id: app, name: name ?? app, apns: credentials.apns, fcm: credentials.fcm)
+            guard devices != nil else {
+                print("updated app \(app) (apns: \(credentials.apns == nil ? "no" : "yes"), fcm: \(credentials.fcm == nil ? "no" : "yes")); subscriptions kept")
+                return 0
+            }
             let rows = try await SubscriptionSeeder(pool: pool).seed(options)
             let elapsed = clock.now - started
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18

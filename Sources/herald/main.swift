@@ -1,7 +1,7 @@
 import Foundation
 
 // The `herald` command line. Each command lives in its own file; this one only dispatches.
-// Exit codes follow sysexits(3): 64 usage, 65 bad input data, 69 a service unavailable, 70 internal, 78 configuration.
+// Exit codes follow sysexits(3): 64 usage, 65 bad input data, 66 no input, 69 a service unavailable, 70 internal, 78 configuration.
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 let status: Int32
@@ -24,6 +24,12 @@ case "seed":
     status = await SeedCommand.run(Array(arguments.dropFirst()))
 case "dev-broker":
     status = DevBrokerCommand.run(Array(arguments.dropFirst()))
+case "send":
+    status = await SendCommand.run(Array(arguments.dropFirst()))
+case "tail":
+    status = await TailCommand.run(Array(arguments.dropFirst()))
+case "jobs":
+    status = await JobsCommand.run(Array(arguments.dropFirst()))
 case "bench":
     status = await BenchCommand.run(Array(arguments.dropFirst()))
 case nil, "help", "--help", "-h":

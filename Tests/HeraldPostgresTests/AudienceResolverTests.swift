@@ -82,4 +82,30 @@ struct AudienceResolverTests {
         }
         await database.tearDown(pool)
     }
+
+    /// Parked retries are resumed by id: every one of the app's subscriptions among the ids comes
+    /// back, whatever its state now, and nothing of another app's or malformed.
+    @Test func membersReadsTheAppsSubscriptionsByID() async throws {
+        let (database, pool) = try await TestDatabase.migrated(apps: ["app", "other"])
+        let rows = AudienceFixture.rows(count: 300, appID: "app", seed: 11)
+        let others = AudienceFixture.rows(count: 20, appID: "other", seed: 12)
+        try await AudienceFixture.load(rows, into: pool)
+        try await AudienceFixture.load(others, into: pool)
+        let resolver = AudienceResolver(pool: pool)
+        let invalidated = try #require(rows.first { $0.invalidated })
+        let optedOut = try #require(rows.first { !$0.optedIn && $0.id != invalidated.id })
+        let ordinary = rows.filter(\.subscribable).prefix(5).map(\.id)
+        let ids = ordinary.reversed() + [invalidated.id, optedOut.id.uppercased(), others[0].id,
+                                         "00000000-0000-4000-8000-000000000000", "not-a-uuid", "'; DROP TABLE subscriptions; --"]
+        let members = try await resolver.members(appID: "app", ids: ids)
+        #expect(members.map(\.id) == (ordinary + [invalidated.id, optedOut.id]).sorted())
+        let first = try #require(members.first)
+        let row = try #require(rows.first { $0.id == first.id })
+        #expect(first.token == "token-\(row.id)")
+        #expect(first.platform == row.platform)
+        #expect(try await resolver.members(appID: "app", ids: []).isEmpty)
+        #expect(try await resolver.members(appID: "app", ids: ["not-a-uuid"]).isEmpty)
+        #expect(try await resolver.members(appID: "other", ids: ordinary).isEmpty)
+        await database.tearDown(pool)
+    }
 }

@@ -1,3 +1,4 @@
+import Foundation
 @testable import HeraldWorker
 import Testing
 
@@ -34,5 +35,117 @@ import Testing
         environment["HERALD_SHARD_SIZE"] = "1000"
         environment["HERALD_TOPIC_RESULTS"] = "bad topic!"
         #expect(throws: WorkerConfiguration.Invalid.self) { try WorkerConfiguration(environment: environment) }
+    }
+
+    private func configuration(_ extra: [String: String]) throws(WorkerConfiguration.Invalid) -> WorkerConfiguration {
+        try WorkerConfiguration(environment: minimal.merging(extra) { $1 })
+    }
+
+    /// The variable named in the error when `value` is refused, or nil when accepted.
+    private func refusal(_ name: String, _ value: String) -> String? {
+        do throws(WorkerConfiguration.Invalid) {
+            _ = try configuration([name: value])
+            return nil
+        } catch {
+            #expect(error.description.hasPrefix(name + ": "), "the message names the variable")
+            return error.variable
+        }
+    }
+
+    @Test func pipelineDefaults() throws {
+        let configuration = try WorkerConfiguration(environment: minimal)
+        #expect(configuration.workerID.hasSuffix("-\(ProcessInfo.processInfo.processIdentifier)"), "hostname-pid")
+        #expect(configuration.httpPort == 9090)
+        #expect(configuration.endpoints == ProviderEndpoints())
+        #expect(configuration.endpoints.connectionsPerHost == 4)
+        #expect(configuration.shardConcurrency == 4)
+        #expect(configuration.jobConcurrency == 16)
+        #expect(configuration.shard.window == 256)
+        #expect(configuration.shard.retry == RetryPolicy())
+        #expect(configuration.shard.retry.maximumAttempts == 8)
+        #expect(configuration.shard.retry.maximumAgeSeconds == 86_400)
+        #expect(configuration.shard.drainDeadline == .seconds(10))
+        #expect(configuration.invalidationWindow == 200)
+        #expect(configuration.invalidationThreshold == 0.2)
+        #expect(configuration.logLevel == .info)
+    }
+
+    @Test func pipelineVariablesAreRead() throws {
+        let configuration = try configuration([
+            "HERALD_WORKER_ID": "worker-7",
+            "HERALD_HTTP_PORT": "0",
+            "HERALD_APNS_ENDPOINT": "https://apns-sim:8443",
+            "HERALD_FCM_ENDPOINT": "https://fcm-sim:9443/",
+            "HERALD_SHARD_CONCURRENCY": "16",
+            "HERALD_SEND_WINDOW": "1000",
+            "HERALD_RETRY_MAX_ATTEMPTS": "3",
+            "HERALD_RETRY_MAX_AGE_SECONDS": "3600",
+            "HERALD_DRAIN_SECONDS": "0",
+            "HERALD_INVALIDATION_WINDOW": "500",
+            "HERALD_INVALIDATION_THRESHOLD": "0.35",
+            "HERALD_LOG_LEVEL": "WARN",
+        ])
+        #expect(configuration.workerID == "worker-7")
+        #expect(configuration.httpPort == 0, "0 turns the HTTP endpoints off")
+        #expect(configuration.endpoints.apns == ProviderEndpoints.Endpoint(host: "apns-sim", port: 8443))
+        #expect(configuration.endpoints.fcm == ProviderEndpoints.Endpoint(host: "fcm-sim", port: 9443))
+        #expect(configuration.shardConcurrency == 16)
+        #expect(configuration.shard.window == 1000)
+        #expect(configuration.shard.retry.maximumAttempts == 3)
+        #expect(configuration.shard.retry.maximumAgeSeconds == 3600)
+        #expect(configuration.shard.drainDeadline == .zero)
+        #expect(configuration.invalidationWindow == 500)
+        #expect(configuration.invalidationThreshold == 0.35)
+        #expect(configuration.logLevel == .warning)
+    }
+
+    @Test func workerIDMustBeShortAndWithoutSpaces() throws {
+        #expect(try configuration(["HERALD_WORKER_ID": String(repeating: "w", count: 128)]).workerID.count == 128)
+        #expect(refusal("HERALD_WORKER_ID", String(repeating: "w", count: 129)) == "HERALD_WORKER_ID")
+        #expect(refusal("HERALD_WORKER_ID", "worker 7") == "HERALD_WORKER_ID")
+        #expect(refusal("HERALD_WORKER_ID", "worker\t7") == "HERALD_WORKER_ID")
+    }
+
+    @Test func numbersOutOfRangeNameTheirVariable() {
+        let refused: [(String, String)] = [
+            ("HERALD_HTTP_PORT", "65536"), ("HERALD_HTTP_PORT", "-1"), ("HERALD_HTTP_PORT", "http"),
+            ("HERALD_SHARD_CONCURRENCY", "0"), ("HERALD_SHARD_CONCURRENCY", "257"),
+            ("HERALD_SEND_WINDOW", "0"), ("HERALD_SEND_WINDOW", "10001"), ("HERALD_SEND_WINDOW", "1e3"),
+            ("HERALD_RETRY_MAX_ATTEMPTS", "0"), ("HERALD_RETRY_MAX_ATTEMPTS", "101"),
+            ("HERALD_RETRY_MAX_AGE_SECONDS", "0"), ("HERALD_RETRY_MAX_AGE_SECONDS", "2592001"),
+            ("HERALD_RETRY_MAX_AGE_SECONDS", "24h"),
+            ("HERALD_INVALIDATION_WINDOW", "0"), ("HERALD_INVALIDATION_WINDOW", "100001"),
+            ("HERALD_INVALIDATION_THRESHOLD", "0"), ("HERALD_INVALIDATION_THRESHOLD", "1.5"),
+            ("HERALD_INVALIDATION_THRESHOLD", "20%"), ("HERALD_INVALIDATION_THRESHOLD", "nan"),
+            ("HERALD_INVALIDATION_THRESHOLD", "-0.2"),
+            ("HERALD_LOG_LEVEL", "verbose"),
+        ]
+        for (name, value) in refused {
+            #expect(refusal(name, value) == name, "\(name)=\(value)")
+        }
+        let accepted: [(String, String)] = [
+            ("HERALD_HTTP_PORT", "65535"), ("HERALD_SHARD_CONCURRENCY", "256"), ("HERALD_SEND_WINDOW", "1"),
+            ("HERALD_RETRY_MAX_ATTEMPTS", "1"), ("HERALD_RETRY_MAX_AGE_SECONDS", "2592000"),
+            ("HERALD_INVALIDATION_THRESHOLD", "1"), ("HERALD_LOG_LEVEL", "debug"),
+        ]
+        for (name, value) in accepted {
+            #expect(refusal(name, value) == nil, "\(name)=\(value)")
+        }
+    }
+
+    @Test func badEndpointsNameTheirVariable() {
+        for bad in ["http://apns-sim:8443", "apns-sim:8443", "https://apns-sim:8443/3/device", "https://apns-sim:0", "https://"] {
+            #expect(refusal("HERALD_APNS_ENDPOINT", bad) == "HERALD_APNS_ENDPOINT", "\(bad)")
+            #expect(refusal("HERALD_FCM_ENDPOINT", bad) == "HERALD_FCM_ENDPOINT", "\(bad)")
+        }
+    }
+
+    @Test func caFileMustBeReadable() throws {
+        let missing = "/nonexistent-\(UUID().uuidString)/ca.pem"
+        #expect(refusal("HERALD_TLS_CA_FILE", missing) == "HERALD_TLS_CA_FILE")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("herald-ca-\(UUID().uuidString).pem").path
+        try Data("-----BEGIN CERTIFICATE-----\n".utf8).write(to: URL(fileURLWithPath: file))
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        #expect(try configuration(["HERALD_TLS_CA_FILE": file]).endpoints.caFile == file)
     }
 }

@@ -1,0 +1,51 @@
+import HeraldWorker
+import Testing
+
+@Suite struct ProviderDirectoryTests {
+    private typealias Endpoint = ProviderEndpoints.Endpoint
+
+    @Test func endpointWithAndWithoutPort() {
+        #expect(Endpoint(url: "https://api.push.apple.com") == Endpoint(host: "api.push.apple.com", port: 443))
+        #expect(Endpoint(url: "https://apns-sim:8443") == Endpoint(host: "apns-sim", port: 8443))
+        #expect(Endpoint(url: "https://127.0.0.1:2197") == Endpoint(host: "127.0.0.1", port: 2197))
+        #expect(Endpoint(url: "https://fcm-sim:1") == Endpoint(host: "fcm-sim", port: 1))
+        #expect(Endpoint(url: "https://fcm-sim:65535") == Endpoint(host: "fcm-sim", port: 65535))
+    }
+
+    @Test func endpointAllowsATrailingSlash() {
+        #expect(Endpoint(url: "https://fcm.googleapis.com/") == Endpoint(host: "fcm.googleapis.com", port: 443))
+        #expect(Endpoint(url: "https://fcm-sim:9443/") == Endpoint(host: "fcm-sim", port: 9443))
+        #expect(Endpoint(url: "https://fcm-sim:9443//") == nil)
+    }
+
+    @Test func endpointRefusesPlainHTTPAndOtherSchemes() {
+        #expect(Endpoint(url: "http://apns-sim:8443") == nil, "providers are only spoken to over TLS")
+        #expect(Endpoint(url: "apns-sim:8443") == nil)
+        #expect(Endpoint(url: "ftp://apns-sim") == nil)
+        #expect(Endpoint(url: "") == nil)
+    }
+
+    @Test func endpointRefusesAPath() {
+        // The clients add their own paths (/3/device/…, /v1/projects/…): a path here would be lost.
+        #expect(Endpoint(url: "https://apns-sim:8443/3/device") == nil)
+        #expect(Endpoint(url: "https://fcm-sim/v1") == nil)
+    }
+
+    @Test func endpointRefusesBadPortsAndEmptyHosts() {
+        for bad in ["https://", "https:///", "https://:443", "https://apns-sim:", "https://apns-sim:0", "https://apns-sim:65536",
+                    "https://apns-sim:https", "https://user@apns-sim", "https://user:pw@apns-sim:443"] {
+            #expect(Endpoint(url: bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func endpointTakesIPv6InBrackets() {
+        #expect(Endpoint(url: "https://[::1]:8443") == Endpoint(host: "::1", port: 8443))
+        #expect(Endpoint(url: "https://[::1]") == Endpoint(host: "::1", port: 443))
+        #expect(Endpoint(url: "https://[2001:db8::2]:9443/") == Endpoint(host: "2001:db8::2", port: 9443))
+        #expect(Endpoint(url: "https://[]:443") == nil)
+    }
+
+    @Test func endpointDescriptionIsAURL() {
+        #expect(Endpoint(host: "apns-sim", port: 8443).description == "https://apns-sim:8443")
+    }
+}
