@@ -635,19 +635,17 @@ final class ShardRun {
                 && (sinceCheckpoint > 0 || !receipts.isEmpty || ContinuousClock.now - lastCheckpoint >= .seconds(10)))
     }
 
-    /// Makes progress durable, in this order: halts recorded, invalidations applied, receipts
-    /// acknowledged by Kafka, then the cursor, counts and parked subscriptions in one transaction
+    /// Makes progress durable, in this order: halts recorded, receipts acknowledged by Kafka,
+    /// then the cursor, counts, parked subscriptions and token invalidations in one transaction
     /// (which also renews the lease). A crash before the last step repeats the work since the
-    /// previous checkpoint, with the same receipt ids.
+    /// previous checkpoint, with the same receipt ids. (Invalidating before that transaction
+    /// lost subscriptions: a takeover resumes with the audience minus the invalidated ones, so
+    /// their counts, and their receipts if not yet published, were never made again.)
     func checkpoint() async throws {
         for (provider, reason) in pendingHalts {
             try await context.directory.recordHalt(appID: appID, provider: provider, reason: reason)
         }
         pendingHalts.removeAll()
-        if !invalidations.isEmpty {
-            _ = try await context.subscriptions.invalidate(appID: appID, invalidations)
-            invalidations.removeAll()
-        }
         if !receipts.isEmpty {
             try await context.publisher.publish(receipts)
             receipts.removeAll()
@@ -658,7 +656,8 @@ final class ShardRun {
         var current = lease
         let result: Result<Void, PostgresError>
         do throws(PostgresError) {
-            try await context.jobs.checkpoint(&current, cursor: watermark.cursor, counts: counts, park: park, resolved: resolved)
+            try await context.jobs.checkpoint(&current, cursor: watermark.cursor, counts: counts, park: park, resolved: resolved,
+                                              invalidations: invalidations.isEmpty ? nil : (appID, invalidations))
             result = .success(())
         } catch {
             result = .failure(error)
@@ -668,6 +667,7 @@ final class ShardRun {
             throw error
         }
         lease = current
+        invalidations.removeAll()
         for entry in dirty {
             parked[entry.member.id]?.dirty = false
             parked[entry.member.id]?.persisted = true
