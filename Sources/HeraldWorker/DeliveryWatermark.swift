@@ -1,10 +1,17 @@
+import HeraldPostgres
+
 /// The shard cursor that is safe to checkpoint: the last subscription id (in the id order they
 /// were handed out) such that it and every one before it is resolved — its receipt ready or its
 /// retry parked. Sends finish out of order; the cursor only ever moves over a finished prefix,
 /// so a crash resends what was in flight, never skips it.
+///
+/// The counts of an outcome travel with it and are handed back only when the cursor passes
+/// it: a checkpoint saves the cursor with counts of exactly the subscriptions up to it, so what
+/// a takeover resends after the cursor is not counted twice in the job's totals.
 struct DeliveryWatermark {
     private var ids: [String] = []
     private var done: [Bool] = []
+    private var pending: [ShardCounts] = []
     private var head = 0
     private var positions: [String: Int] = [:]
     /// The safe cursor; nil until the first subscription is resolved.
@@ -18,22 +25,52 @@ struct DeliveryWatermark {
         positions[id] = ids.count
         ids.append(id)
         done.append(false)
+        pending.append(ShardCounts())
     }
 
-    /// Records that `id` is resolved, and moves the cursor over the finished prefix.
-    mutating func resolved(_ id: String) {
-        guard let position = positions.removeValue(forKey: id) else { return }
+    /// Records that `id` is resolved with the outcome counts `counting`, and moves the cursor
+    /// over the finished prefix. Returns the counts of the outcomes the cursor passed now.
+    @discardableResult
+    mutating func resolved(_ id: String, counting: ShardCounts = ShardCounts()) -> ShardCounts {
+        var passed = ShardCounts()
+        guard let position = positions.removeValue(forKey: id) else { return counting }
         done[position] = true
+        pending[position] = counting
         while head < ids.count, done[head] {
             cursor = ids[head]
+            passed.add(pending[head])
             head += 1
         }
         // Drop the passed prefix now and then, so the arrays stay as small as the window.
         if head > 4096, head * 2 > ids.count {
             ids.removeFirst(head)
             done.removeFirst(head)
+            pending.removeFirst(head)
             for (key, value) in positions { positions[key] = value - head }
             head = 0
         }
+        return passed
+    }
+}
+
+extension ShardCounts {
+    /// Adds `other`'s outcome counts (not `sent`) to these.
+    mutating func add(_ other: ShardCounts) {
+        accepted += other.accepted
+        unregistered += other.unregistered
+        failed += other.failed
+        dropped += other.dropped
+    }
+
+    /// The outcome counts (not `sent`) added since `earlier`.
+    func outcomes(since earlier: ShardCounts) -> ShardCounts {
+        ShardCounts(accepted: accepted - earlier.accepted, unregistered: unregistered - earlier.unregistered,
+                    failed: failed - earlier.failed, dropped: dropped - earlier.dropped)
+    }
+
+    /// These counts with the outcome counts of `delta` taken off.
+    func removing(_ delta: ShardCounts) -> ShardCounts {
+        ShardCounts(sent: sent, accepted: accepted - delta.accepted, unregistered: unregistered - delta.unregistered,
+                    failed: failed - delta.failed, dropped: dropped - delta.dropped)
     }
 }

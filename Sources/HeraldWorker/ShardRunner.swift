@@ -300,8 +300,9 @@ final class ShardRun {
             for member in page {
                 if context.stop.isSet { break sweeping }
                 watermark.dispatched(member.id)
+                let before = counts
                 if resolveWithoutSending(member, attempts: 0, firstAttemptAt: .now) {
-                    watermark.resolved(member.id)
+                    resolveFirstAttempt(member.id, countsBefore: before)
                     continue
                 }
                 while running >= context.settings.window {
@@ -448,9 +449,21 @@ final class ShardRun {
                 entry.inFlight = false
                 parked[member.id] = entry
             }
+            let before = counts
             apply(outcome, to: member, provider: provider, attempts: attempts, firstAttemptAt: firstAttemptAt)
-            if !isRetry { watermark.resolved(member.id) }
+            if !isRetry { resolveFirstAttempt(member.id, countsBefore: before) }
         }
+    }
+
+    /// Hands a first attempt's outcome counts to the watermark, and counts what the cursor
+    /// passes: `counts` (saved with the cursor at checkpoints) then covers exactly the
+    /// subscriptions up to the cursor. Counting an answer beyond it at once counted it twice
+    /// when a takeover resent from the cursor. (Parked retries are counted when they settle,
+    /// in the checkpoint that deletes their `shard_retries` row.)
+    private func resolveFirstAttempt(_ id: String, countsBefore: ShardCounts) {
+        let delta = counts.outcomes(since: countsBefore)
+        counts = counts.removing(delta)
+        counts.add(watermark.resolved(id, counting: delta))
     }
 
     private func apply(_ outcome: DeliveryOutcome, to member: AudienceMember, provider: Receipt.Provider, attempts: Int, firstAttemptAt: Timestamp) {

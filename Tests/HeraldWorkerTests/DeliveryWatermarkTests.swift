@@ -1,4 +1,5 @@
 import HeraldCore
+import HeraldPostgres
 @testable import HeraldWorker
 import Testing
 
@@ -113,5 +114,17 @@ import Testing
         #expect(mismatches.isEmpty, "\(mismatches)")
         #expect(watermark.cursor == ids[count - 1])
         #expect(watermark.outstanding == 0)
+    }
+
+    /// Outcome counts come back only as the cursor passes them, so a checkpoint's counts cover
+    /// exactly the subscriptions up to its cursor (a takeover resends and recounts the rest).
+    @Test func countsAreHandedBackWhenTheCursorPassesThem() {
+        var watermark = DeliveryWatermark()
+        for index in 0..<3 { watermark.dispatched(Self.id(index)) }
+        #expect(watermark.resolved(Self.id(2), counting: ShardCounts(accepted: 1)) == ShardCounts())
+        #expect(watermark.resolved(Self.id(1), counting: ShardCounts(unregistered: 1)) == ShardCounts())
+        #expect(watermark.cursor == nil)
+        #expect(watermark.resolved(Self.id(0), counting: ShardCounts(failed: 1)) == ShardCounts(accepted: 1, unregistered: 1, failed: 1))
+        #expect(watermark.cursor == Self.id(2))
     }
 }
