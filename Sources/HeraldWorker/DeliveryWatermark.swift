@@ -5,13 +5,25 @@ import HeraldPostgres
 /// retry parked. Sends finish out of order; the cursor only ever moves over a finished prefix,
 /// so a crash resends what was in flight, never skips it.
 ///
-/// The counts of an outcome travel with it and are handed back only when the cursor passes
-/// it: a checkpoint saves the cursor with counts of exactly the subscriptions up to it, so what
-/// a takeover resends after the cursor is not counted twice in the job's totals.
+/// The counts and token invalidation of an outcome travel with it and are handed back only
+/// when the cursor passes it: a checkpoint saves the cursor with counts and invalidations of
+/// exactly the subscriptions up to it, so what a takeover resends after the cursor is neither
+/// counted twice nor, invalidated already, left out of the resumed audience and never counted.
 struct DeliveryWatermark {
     private var ids: [String] = []
     private var done: [Bool] = []
-    private var pending: [ShardCounts] = []
+    private var pending: [Settled] = []
+
+    /// What resolved subscriptions leave for the checkpoint.
+    struct Settled: Equatable {
+        var counts = ShardCounts()
+        var invalidations: [TokenInvalidation] = []
+
+        mutating func add(_ other: Settled) {
+            counts.add(other.counts)
+            invalidations += other.invalidations
+        }
+    }
     private var head = 0
     private var positions: [String: Int] = [:]
     /// The safe cursor; nil until the first subscription is resolved.
@@ -25,17 +37,18 @@ struct DeliveryWatermark {
         positions[id] = ids.count
         ids.append(id)
         done.append(false)
-        pending.append(ShardCounts())
+        pending.append(Settled())
     }
 
-    /// Records that `id` is resolved with the outcome counts `counting`, and moves the cursor
-    /// over the finished prefix. Returns the counts of the outcomes the cursor passed now.
+    /// Records that `id` is resolved, leaving `settled` (its outcome counts, its token
+    /// invalidation), and moves the cursor over the finished prefix. Returns what the
+    /// subscriptions the cursor passed now left.
     @discardableResult
-    mutating func resolved(_ id: String, counting: ShardCounts = ShardCounts()) -> ShardCounts {
-        var passed = ShardCounts()
-        guard let position = positions.removeValue(forKey: id) else { return counting }
+    mutating func resolved(_ id: String, leaving settled: Settled = Settled()) -> Settled {
+        var passed = Settled()
+        guard let position = positions.removeValue(forKey: id) else { return settled }
         done[position] = true
-        pending[position] = counting
+        pending[position] = settled
         while head < ids.count, done[head] {
             cursor = ids[head]
             passed.add(pending[head])

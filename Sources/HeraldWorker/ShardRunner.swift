@@ -300,9 +300,9 @@ final class ShardRun {
             for member in page {
                 if context.stop.isSet { break sweeping }
                 watermark.dispatched(member.id)
-                let before = counts
+                let (before, invalidationsBefore) = (counts, invalidations.count)
                 if resolveWithoutSending(member, attempts: 0, firstAttemptAt: .now) {
-                    resolveFirstAttempt(member.id, countsBefore: before)
+                    resolveFirstAttempt(member.id, countsBefore: before, invalidationsBefore: invalidationsBefore)
                     continue
                 }
                 while running >= context.settings.window {
@@ -449,21 +449,26 @@ final class ShardRun {
                 entry.inFlight = false
                 parked[member.id] = entry
             }
-            let before = counts
+            let (before, invalidationsBefore) = (counts, invalidations.count)
             apply(outcome, to: member, provider: provider, attempts: attempts, firstAttemptAt: firstAttemptAt)
-            if !isRetry { resolveFirstAttempt(member.id, countsBefore: before) }
+            if !isRetry { resolveFirstAttempt(member.id, countsBefore: before, invalidationsBefore: invalidationsBefore) }
         }
     }
 
-    /// Hands a first attempt's outcome counts to the watermark, and counts what the cursor
-    /// passes: `counts` (saved with the cursor at checkpoints) then covers exactly the
-    /// subscriptions up to the cursor. Counting an answer beyond it at once counted it twice
-    /// when a takeover resent from the cursor. (Parked retries are counted when they settle,
-    /// in the checkpoint that deletes their `shard_retries` row.)
-    private func resolveFirstAttempt(_ id: String, countsBefore: ShardCounts) {
-        let delta = counts.outcomes(since: countsBefore)
-        counts = counts.removing(delta)
-        counts.add(watermark.resolved(id, counting: delta))
+    /// Hands a first attempt's outcome counts and token invalidation to the watermark, and
+    /// takes what the cursor passes: `counts` and `invalidations` (saved with the cursor at
+    /// checkpoints) then cover exactly the subscriptions up to the cursor. Counting an answer
+    /// beyond it at once counted it twice when a takeover resent from the cursor; invalidating
+    /// one beyond it left it out of the resumed audience, never counted. (Parked retries are
+    /// counted when they settle, in the checkpoint that deletes their `shard_retries` row.)
+    private func resolveFirstAttempt(_ id: String, countsBefore: ShardCounts, invalidationsBefore: Int) {
+        let settled = DeliveryWatermark.Settled(counts: counts.outcomes(since: countsBefore),
+                                                invalidations: Array(invalidations[invalidationsBefore...]))
+        counts = counts.removing(settled.counts)
+        invalidations.removeSubrange(invalidationsBefore...)
+        let passed = watermark.resolved(id, leaving: settled)
+        counts.add(passed.counts)
+        invalidations += passed.invalidations
     }
 
     private func apply(_ outcome: DeliveryOutcome, to member: AudienceMember, provider: Receipt.Provider, attempts: Int, firstAttemptAt: Timestamp) {

@@ -116,15 +116,18 @@ import Testing
         #expect(watermark.outstanding == 0)
     }
 
-    /// Outcome counts come back only as the cursor passes them, so a checkpoint's counts cover
-    /// exactly the subscriptions up to its cursor (a takeover resends and recounts the rest).
-    @Test func countsAreHandedBackWhenTheCursorPassesThem() {
+    /// Outcome counts and invalidations come back only as the cursor passes them, so a
+    /// checkpoint's counts cover exactly the subscriptions up to its cursor (a takeover resends
+    /// and recounts the rest, and must find them not yet invalidated).
+    @Test func settlementsAreHandedBackWhenTheCursorPassesThem() {
         var watermark = DeliveryWatermark()
         for index in 0..<3 { watermark.dispatched(Self.id(index)) }
-        #expect(watermark.resolved(Self.id(2), counting: ShardCounts(accepted: 1)) == ShardCounts())
-        #expect(watermark.resolved(Self.id(1), counting: ShardCounts(unregistered: 1)) == ShardCounts())
+        let gone = TokenInvalidation(subscriptionID: Self.id(1), reason: "Unregistered")
+        #expect(watermark.resolved(Self.id(2), leaving: .init(counts: ShardCounts(accepted: 1))) == .init())
+        #expect(watermark.resolved(Self.id(1), leaving: .init(counts: ShardCounts(unregistered: 1), invalidations: [gone])) == .init())
         #expect(watermark.cursor == nil)
-        #expect(watermark.resolved(Self.id(0), counting: ShardCounts(failed: 1)) == ShardCounts(accepted: 1, unregistered: 1, failed: 1))
+        let passed = watermark.resolved(Self.id(0), leaving: .init(counts: ShardCounts(failed: 1)))
+        #expect(passed == .init(counts: ShardCounts(accepted: 1, unregistered: 1, failed: 1), invalidations: [gone]))
         #expect(watermark.cursor == Self.id(2))
     }
 }
