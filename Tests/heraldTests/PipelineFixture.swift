@@ -50,7 +50,7 @@ final class PipelineFixture {
     init(_ scenario: String) async throws {
         services = try Services.fromEnvironment()
         name = TestEnvironment.uniqueName("e2e_\(scenario)").lowercased()
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-\(name)")
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("pipeline-\(name)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         credentialsKey = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
 
