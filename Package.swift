@@ -37,7 +37,7 @@ let package = Package(
         .target(name: "HeraldSim", dependencies: ["HeraldCore", "HeraldHTTP2", "HeraldCrypto"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "herald",
-            dependencies: ["HeraldCore", "HeraldKafka", "HeraldPostgres", "HeraldWorker", "HeraldSim"],
+            dependencies: ["HeraldCore", "HeraldCrypto", "HeraldFCM", "HeraldKafka", "HeraldPostgres", "HeraldWorker", "HeraldSim"],
             swiftSettings: swiftSettings
         ),
 
@@ -51,12 +51,12 @@ let package = Package(
         .testTarget(name: "HeraldFCMTests", dependencies: ["HeraldFCM", "HeraldCore", "HeraldSim", "HeraldHTTP2", "HeraldCrypto", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldKafkaTests", dependencies: ["HeraldKafka", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldPostgresTests", dependencies: ["HeraldPostgres", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
-        .testTarget(name: "HeraldWorkerTests", dependencies: ["HeraldWorker", "HeraldCore", "HeraldAPNs", "HeraldFCM", "HeraldHTTP2", "HeraldTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldWorkerTests", dependencies: ["HeraldWorker", "HeraldCore", "HeraldAPNs", "HeraldFCM", "HeraldHTTP2", "HeraldPostgres", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldSimTests", dependencies: ["HeraldSim", "HeraldHTTP2", "HeraldCrypto", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
         // Runs the built `herald` binary as a subprocess (validate-job, migrate, dev-broker, send,
         // tail, jobs, and the end-to-end pipeline suite); HeraldKafka and HeraldPostgres set up and read
         // back what the commands touch; HeraldSim for the simulators' unregistered-token rule.
-        .testTarget(name: "heraldTests", dependencies: ["HeraldCore", "HeraldKafka", "HeraldPostgres", "HeraldSim", "HeraldTestSupport"],
+        .testTarget(name: "heraldTests", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldKafka", "HeraldPostgres", "HeraldSim", "HeraldTestSupport"],
                     swiftSettings: swiftSettings),
     ],
     swiftLanguageModes: [.v6]

@@ -118,13 +118,16 @@ public struct Receipt: Sendable, Equatable {
     }
 
     /// Deterministic id, so a consumer can drop a duplicate: `job:subscription:stage` for a
-    /// device, `job:stage` for a job-level event, and `job:subscription:clicked:action` for a
-    /// button tap (two different buttons tapped are two events, not a duplicate).
+    /// device, `job:stage` for a job-level event (`job:halted:provider` for a halt), and
+    /// `job:subscription:clicked:action` for a button tap (two different buttons tapped are two
+    /// events, not a duplicate).
     public var id: String {
         var id = jobID
         if let subscriptionID { id += ":" + subscriptionID }
         id += ":" + stage.rawValue
         if stage == .clicked, let actionID { id += ":" + actionID }
+        // A job can be halted on each provider: two events, not a duplicate.
+        if stage == .halted, let provider { id += ":" + provider.rawValue }
         return id
     }
 

@@ -74,6 +74,16 @@ public final class PrivateKey: @unchecked Sendable {
         return try PublicKey(pem: String(decoding: bio.contents, as: UTF8.self))
     }
 
+    /// The public half as DER `SubjectPublicKeyInfo` (91 bytes for a P-256 key): what a key
+    /// fingerprint is taken over, since it identifies the key without revealing it.
+    public func publicKeyDER() throws(CryptoError) -> [UInt8] {
+        var buffer: UnsafeMutablePointer<UInt8>?
+        let length = i2d_PUBKEY(pointer, &buffer)
+        guard length > 0, let buffer else { throw CryptoError.openssl(.invalidKey, "cannot export the public key") }
+        defer { CRYPTO_free(buffer, #fileID, #line) }
+        return Array(UnsafeBufferPointer(start: buffer, count: Int(length)))
+    }
+
     /// Signs `message` with SHA-256: ES256 (`r || s`, 64 bytes, as JOSE wants) for EC keys,
     /// RS256 (PKCS#1 v1.5) for RSA keys.
     public func signSHA256(_ message: [UInt8]) throws(CryptoError) -> [UInt8] {

@@ -4,7 +4,7 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         enum Base: String, Sendable {
             case configuration, clientCreation, produce, delivery, subscribe, consume, commit, offsetStore, cluster, closed, timeout
-            case messageTooLarge, invalidMessage, rebalance
+            case messageTooLarge, invalidMessage, rebalance, unsupported
         }
         let base: Base
 
@@ -36,6 +36,8 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
         public static let invalidMessage = Code(base: .invalidMessage)
         /// Taking or releasing partitions in a rebalance failed.
         public static let rebalance = Code(base: .rebalance)
+        /// The cluster does not implement the request (the mock cluster and CreateTopics).
+        public static let unsupported = Code(base: .unsupported)
 
         public var description: String { base.rawValue }
     }

@@ -170,6 +170,7 @@ public final class Worker: Sendable {
         let stop = self.stop
         let busy = self.busy
         let log = self.log
+        let metrics = self.metrics
         await withTaskGroup(of: Void.self) { tasks in
             for lane in lanes {
                 tasks.addTask {
@@ -182,6 +183,10 @@ public final class Worker: Sendable {
                     }
                 }
             }
+            let sweeper = RetentionSweeper(pool: pool, retentionDays: configuration.retentionDays, log: log)
+            tasks.addTask { await sweeper.run(stop: stop) }
+            let reports = MetricsPublisher(metrics: metrics, publisher: publisher, log: log, interval: configuration.metricsInterval)
+            tasks.addTask { await reports.run(stop: stop) }
             // The stopper: waits for the signal, lets work in hand checkpoint, then closes the
             // consumers (which commits what is done and ends their message streams).
             tasks.addTask {

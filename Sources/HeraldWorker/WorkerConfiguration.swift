@@ -49,6 +49,11 @@ public struct WorkerConfiguration: Sendable {
     public var eventLoops: Int = 2
     /// `HERALD_LOG_LEVEL`: debug, info (default), warning, error.
     public var logLevel: WorkerLog.Level = .info
+    /// `HERALD_METRICS_INTERVAL_SECONDS`: how often a report goes to the metrics topic, default 10.
+    public var metricsInterval: Duration = .seconds(10)
+    /// `HERALD_RETENTION_DAYS`: days finished jobs and device-event dedupe rows are kept
+    /// (``RetentionSweeper``), default 30; 0 keeps them forever.
+    public var retentionDays: Int = 30
 
     /// Topic names.
     public struct Topics: Sendable, Equatable {
@@ -60,6 +65,9 @@ public struct WorkerConfiguration: Sendable {
         public var deviceEvents = "herald.device-events"
         public var metrics = "herald.metrics"
         public var deadLetters = "herald.dlq"
+
+        /// The default names.
+        public init() {}
     }
 
     /// Reads the configuration from `environment`.
@@ -77,29 +85,13 @@ public struct WorkerConfiguration: Sendable {
             }
             return parsed
         }
-        func topic(_ name: String, default value: String) throws(Invalid) -> String {
-            guard let text = environment[name], !text.isEmpty else { return value }
-            let valid = text.utf8.count <= 249 && text.utf8.allSatisfy { byte in
-                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                    || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
-            }
-            guard valid else { throw Invalid(variable: name, reason: "a Kafka topic name is 1–249 of A-Z a-z 0-9 . _ -") }
-            return text
-        }
         databaseURL = try required("HERALD_DATABASE_URL")
         kafkaBrokers = try required("HERALD_KAFKA_BROKERS")
         if let group = environment["HERALD_KAFKA_GROUP"], !group.isEmpty { kafkaGroup = group }
         databasePoolSize = try integer("HERALD_DATABASE_POOL_SIZE", 1...256, default: 8)
         shardSize = try integer("HERALD_SHARD_SIZE", 100...10_000_000, default: 50_000)
         credentialsKey = environment["HERALD_CREDENTIALS_KEY"]
-        topics.jobs = try topic("HERALD_TOPIC_JOBS", default: topics.jobs)
-        topics.jobsUrgent = try topic("HERALD_TOPIC_JOBS_URGENT", default: topics.jobsUrgent)
-        topics.shards = try topic("HERALD_TOPIC_SHARDS", default: topics.shards)
-        topics.shardsUrgent = try topic("HERALD_TOPIC_SHARDS_URGENT", default: topics.shardsUrgent)
-        topics.results = try topic("HERALD_TOPIC_RESULTS", default: topics.results)
-        topics.deviceEvents = try topic("HERALD_TOPIC_DEVICE_EVENTS", default: topics.deviceEvents)
-        topics.metrics = try topic("HERALD_TOPIC_METRICS", default: topics.metrics)
-        topics.deadLetters = try topic("HERALD_TOPIC_DLQ", default: topics.deadLetters)
+        topics = try Topics(environment: environment)
         kafka = KafkaConfiguration(bootstrapServers: kafkaBrokers)
         kafka.addPassThroughProperties(from: environment)
 
@@ -141,6 +133,8 @@ public struct WorkerConfiguration: Sendable {
             invalidationThreshold = value
         }
         eventLoops = try integer("HERALD_EVENT_LOOPS", 1...64, default: 2)
+        metricsInterval = .seconds(try integer("HERALD_METRICS_INTERVAL_SECONDS", 1...3600, default: 10))
+        retentionDays = try integer("HERALD_RETENTION_DAYS", 0...36_500, default: 30)
         if let text = environment["HERALD_LOG_LEVEL"], !text.isEmpty {
             guard let level = WorkerLog.Level(name: text) else {
                 throw Invalid(variable: "HERALD_LOG_LEVEL", reason: "debug, info, warning or error, not \"\(text.prefix(32))\"")

@@ -9,6 +9,7 @@ enum Usage {
     usage: herald <command> [options]
 
     commands:
+      dev [--demo] [--exit]      everything on one machine: broker, PostgreSQL, simulators, demo devices, workers
       run                        run a delivery worker (configuration: HERALD_* environment variables)
       validate-job [FILE|-]      validate a herald.job.v1 document (exit 0 valid, 65 invalid; reasons on stderr)
       validate [FILE|-]          validate any Herald message by its "schema" member
@@ -18,6 +19,9 @@ enum Usage {
       send                       build or read a job, validate it, produce it to the jobs topic (--app … --title … --all | --file PATH|-)
       tail results|metrics|dlq   follow a topic with a throwaway consumer group (--from-beginning, --json, --count N, --job ID, --timeout S)
       jobs show|cancel|resume ID show a job and its shards, cancel it, or resume it after a halt (re-queues its shards)
+      apps add|update|show|list  an app's credentials and settings (sealed; show prints fingerprints); apps rekey rotates the key
+      topics create              create every Herald topic with the Admin API (--partitions 12 --replication-factor 3, idempotent)
+      dlq replay                 re-produce dead letters to their source topics (--since T --until T --reason-contains X --dry-run)
       dev-broker                 run an embedded Kafka broker (librdkafka mock cluster) on 127.0.0.1
       sim                        run the APNs and FCM simulators (TLS HTTP/2 on 127.0.0.1); `sim token` prints an APNs token
       bench http2                HTTP/2 load through Herald's client, JSON out

@@ -14,6 +14,8 @@ case "validate-job":
     status = ValidateCommand.run(Array(arguments.dropFirst()), jobsOnly: true)
 case "validate":
     status = ValidateCommand.run(Array(arguments.dropFirst()), jobsOnly: false)
+case "dev":
+    status = await DevCommand.run(Array(arguments.dropFirst()))
 case "run":
     status = await RunCommand.run(Array(arguments.dropFirst()))
 case "migrate":
@@ -28,6 +30,12 @@ case "send":
     status = await SendCommand.run(Array(arguments.dropFirst()))
 case "tail":
     status = await TailCommand.run(Array(arguments.dropFirst()))
+case "apps":
+    status = await AppsCommand.run(Array(arguments.dropFirst()))
+case "topics":
+    status = await TopicsCommand.run(Array(arguments.dropFirst()))
+case "dlq":
+    status = await DLQCommand.run(Array(arguments.dropFirst()))
 case "jobs":
     status = await JobsCommand.run(Array(arguments.dropFirst()))
 case "bench":

@@ -45,4 +45,55 @@ struct AppRepositoryTests {
         await #expect(throws: PostgresError.self) { try CredentialsKey(base64: "short") }
         await database.tearDown(pool)
     }
+
+    @Test func insertUpdateSummariesAndRekey() async throws {
+        let (database, pool) = try await TestDatabase.migrated(apps: [])
+        let apps = AppRepository(pool: pool, key: try CredentialsKey(base64: Self.keyA))
+        let apns = APNsTokenCredentials(keyID: "ABC123DEFG", teamID: "TEAM123456", bundleID: "com.example.app", environment: "sandbox",
+                                        privateKeyPEM: "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+        let fcm = FCMCredentials(projectID: "demo-project", serviceAccountJSON: #"{"type":"service_account"}"#)
+        try await apps.insert(AppSettings(id: "demo", name: "Demo", apns: apns, fcm: fcm, defaultTimeZone: "Europe/Paris"))
+        await #expect {
+            try await apps.insert(AppSettings(id: "demo", name: "Again"))
+        } throws: { error in
+            (error as? PostgresError)?.code == .invalidState
+        }
+        #expect(try await apps.app(id: "demo")?.defaultTimeZone == "Europe/Paris")
+
+        // Only what the change touches changes; a refusal rolls the whole change back.
+        let updated = try await apps.update(id: "demo") { app in
+            app.payloadProfile = "plain"
+            return nil
+        }
+        #expect(updated.apns == apns && updated.fcm == fcm && updated.payloadProfile == "plain")
+        await #expect(throws: PostgresError.self) {
+            try await apps.update(id: "demo") { app in
+                app.name = "Renamed"
+                return "no"
+            }
+        }
+        #expect(try await apps.app(id: "demo")?.name == "Demo")
+        await #expect {
+            try await apps.update(id: "nobody") { _ in nil }
+        } throws: { error in
+            (error as? PostgresError)?.code == .notFound
+        }
+
+        let summaries = try await AppRepository.summaries(pool: pool)
+        #expect(summaries.map(\.id) == ["demo"])
+        #expect(summaries.first?.apnsKeyID == "ABC123DEFG" && summaries.first?.fcmProjectID == "demo-project")
+
+        // Rekey: everything opens under the new key, nothing under the old one; a wrong old key changes nothing.
+        let rekeyed = AppRepository(pool: pool, key: try CredentialsKey(base64: Self.keyB))
+        #expect(try await rekeyed.rekey(from: try CredentialsKey(base64: Self.keyA)) == 1)
+        #expect(try await rekeyed.app(id: "demo")?.apns == apns)
+        await #expect(throws: PostgresError.self) { try await apps.app(id: "demo") }
+        await #expect {
+            try await rekeyed.rekey(from: try CredentialsKey(base64: Self.keyA))
+        } throws: { error in
+            (error as? PostgresError)?.code == .credentials && (error as? PostgresError)?.message.contains("nothing was changed") == true
+        }
+        #expect(try await rekeyed.app(id: "demo")?.fcm == fcm)
+        await database.tearDown(pool)
+    }
 }

@@ -68,6 +68,7 @@ import Testing
         #expect(configuration.invalidationWindow == 200)
         #expect(configuration.invalidationThreshold == 0.2)
         #expect(configuration.logLevel == .info)
+        #expect(configuration.retentionDays == 30)
     }
 
     @Test func pipelineVariablesAreRead() throws {
@@ -84,6 +85,7 @@ import Testing
             "HERALD_INVALIDATION_WINDOW": "500",
             "HERALD_INVALIDATION_THRESHOLD": "0.35",
             "HERALD_LOG_LEVEL": "WARN",
+            "HERALD_RETENTION_DAYS": "0",
         ])
         #expect(configuration.workerID == "worker-7")
         #expect(configuration.httpPort == 0, "0 turns the HTTP endpoints off")
@@ -97,6 +99,7 @@ import Testing
         #expect(configuration.invalidationWindow == 500)
         #expect(configuration.invalidationThreshold == 0.35)
         #expect(configuration.logLevel == .warning)
+        #expect(configuration.retentionDays == 0, "0 keeps rows forever")
     }
 
     @Test func workerIDMustBeShortAndWithoutSpaces() throws {
@@ -119,6 +122,7 @@ import Testing
             ("HERALD_INVALIDATION_THRESHOLD", "20%"), ("HERALD_INVALIDATION_THRESHOLD", "nan"),
             ("HERALD_INVALIDATION_THRESHOLD", "-0.2"),
             ("HERALD_LOG_LEVEL", "verbose"),
+            ("HERALD_RETENTION_DAYS", "-1"), ("HERALD_RETENTION_DAYS", "36501"), ("HERALD_RETENTION_DAYS", "30d"),
         ]
         for (name, value) in refused {
             #expect(refusal(name, value) == name, "\(name)=\(value)")
@@ -127,6 +131,7 @@ import Testing
             ("HERALD_HTTP_PORT", "65535"), ("HERALD_SHARD_CONCURRENCY", "256"), ("HERALD_SEND_WINDOW", "1"),
             ("HERALD_RETRY_MAX_ATTEMPTS", "1"), ("HERALD_RETRY_MAX_AGE_SECONDS", "2592000"),
             ("HERALD_INVALIDATION_THRESHOLD", "1"), ("HERALD_LOG_LEVEL", "debug"),
+            ("HERALD_RETENTION_DAYS", "36500"),
         ]
         for (name, value) in accepted {
             #expect(refusal(name, value) == nil, "\(name)=\(value)")

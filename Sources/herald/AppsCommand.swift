@@ -1,0 +1,431 @@
+import Foundation
+import HeraldCore
+import HeraldCrypto
+import HeraldFCM
+import HeraldPostgres
+
+/// `herald apps add|update|show|list|rekey`: an app's provider credentials and settings.
+/// Credentials are checked before they are stored (the `.p8` must be an EC P-256 PKCS#8 key, the
+/// service account must parse), stored sealed under `HERALD_CREDENTIALS_KEY`, and never printed:
+/// `show` prints SHA-256 fingerprints only.
+enum AppsCommand {
+    static let usage = """
+    usage: herald apps add --id APP --name NAME [APNS] [--fcm-service-account FILE.json] [--time-zone AREA/CITY] [--payload-profile sdk|plain]
+           herald apps update --id APP [--name NAME] [APNS] [--fcm-service-account FILE.json] [--time-zone Z] [--payload-profile P]
+           herald apps show --id APP [--json]
+           herald apps list [--json]
+           herald apps rekey --old-key-env VAR
+      APNS: --apns-key FILE.p8 --apns-key-id KEYID --apns-team-id TEAMID --bundle-id BUNDLE [--apns-environment production|sandbox]
+            (update: any of them; all but the environment when the app has no APNs key yet)
+      Every action also takes --database-url URL (default HERALD_DATABASE_URL). Credentials are sealed
+      under HERALD_CREDENTIALS_KEY; rekey re-seals them from the key in $VAR to HERALD_CREDENTIALS_KEY.
+    """
+
+    /// A refusal worded for the user, with its exit status.
+    struct Refusal: Error {
+        let status: Int32
+        let message: String
+    }
+
+    static func run(_ arguments: [String]) async -> Int32 {
+        guard let action = arguments.first, ["add", "update", "show", "list", "rekey"].contains(action) else {
+            Console.error("herald apps: name an action: add, update, show, list or rekey\n\(usage)")
+            return 64
+        }
+        var options = OptionParser(Array(arguments.dropFirst()), command: "herald apps \(action)", usage: usage)
+        let url = options.string("--database-url")
+        do {
+            switch action {
+            case "add", "update":
+                let change = try AppChange(&options)
+                guard options.finish() else { return 64 }
+                return try await save(change, adding: action == "add", url: url)
+            case "show":
+                let id = options.string("--id")
+                let json = options.flag("--json")
+                guard options.finish() else { return 64 }
+                guard let id else { throw Refusal(status: 64, message: "--id is required\n\(usage)") }
+                return try await show(id, json: json, url: url)
+            case "list":
+                let json = options.flag("--json")
+                guard options.finish() else { return 64 }
+                return try await list(json: json, url: url)
+            default:
+                let variable = options.string("--old-key-env")
+                guard options.finish() else { return 64 }
+                guard let variable else { throw Refusal(status: 64, message: "--old-key-env VAR is required\n\(usage)") }
+                return try await rekey(oldKeyVariable: variable, url: url)
+            }
+        } catch let refusal as Refusal {
+            Console.error("herald apps \(action): \(refusal.message)")
+            return refusal.status
+        } catch let error as PostgresError {
+            Console.error("herald apps \(action): \(error.message)")
+            return error.code == .credentials ? 65 : CommandEnvironment.exitStatus(error)
+        } catch {
+            Console.error("herald apps \(action): \(error)")
+            return 70
+        }
+    }
+
+    // MARK: - Actions
+
+    private static func save(_ change: AppChange, adding: Bool, url: String?) async throws -> Int32 {
+        let key = try credentialsKey()
+        var app = AppSettings(id: change.id, name: change.name ?? "")
+        if adding {
+            guard change.name != nil else { throw Refusal(status: 64, message: "--name is required\n\(usage)") }
+            if let refusal = change.apply(to: &app) { throw Refusal(status: 64, message: refusal) }
+        }
+        let pool = try openPool(url)
+        let apps = AppRepository(pool: pool, key: key)
+        do {
+            if adding {
+                try await apps.insert(app)
+            } else {
+                try await apps.update(id: change.id) { app in change.apply(to: &app) }
+            }
+        } catch {
+            await pool.close()
+            throw error
+        }
+        await pool.close()
+        print(adding ? "added app \(change.id)" : "updated app \(change.id): \(change.summary)")
+        return 0
+    }
+
+    private static func show(_ id: String, json: Bool, url: String?) async throws -> Int32 {
+        let key = try credentialsKey()
+        let pool = try openPool(url)
+        let app: AppSettings?
+        do {
+            app = try await AppRepository(pool: pool, key: key).app(id: id)
+        } catch {
+            await pool.close()
+            throw error
+        }
+        await pool.close()
+        guard let app else { throw Refusal(status: 66, message: "no app \(id)") }
+        let description = AppDescription(app)
+        print(json ? description.json.serialized() : description.text)
+        return 0
+    }
+
+    private static func list(json: Bool, url: String?) async throws -> Int32 {
+        let pool = try openPool(url)
+        let apps: [AppSummary]
+        do {
+            apps = try await AppRepository.summaries(pool: pool)
+        } catch {
+            await pool.close()
+            throw error
+        }
+        await pool.close()
+        if json {
+            print(JSONValue.array(apps.map(AppDescription.json)).serialized())
+            return 0
+        }
+        for app in apps {
+            var fields = ["\(app.id)", "name=\(quoted(app.name))", "profile=\(app.payloadProfile)", "time_zone=\(app.defaultTimeZone)"]
+            if let auth = app.apnsAuth {
+                fields.append("apns=\(auth):\(app.apnsBundleID ?? "-"):\(app.apnsEnvironment ?? "-")")
+            } else {
+                fields.append("apns=none")
+            }
+            fields.append("fcm=\(app.fcmProjectID ?? "none")")
+            if let reason = app.apnsHaltedReason { fields.append("apns_halted=\(reason)") }
+            if let reason = app.fcmHaltedReason { fields.append("fcm_halted=\(reason)") }
+            print(fields.joined(separator: " "))
+        }
+        if apps.isEmpty { Console.error("herald apps list: no apps") }
+        return 0
+    }
+
+    private static func rekey(oldKeyVariable: String, url: String?) async throws -> Int32 {
+        let newKey = try credentialsKey()
+        guard let text = CommandEnvironment.variables[oldKeyVariable], !text.isEmpty else {
+            throw Refusal(status: 78, message: "\(oldKeyVariable) is not set: it must hold the old HERALD_CREDENTIALS_KEY (base64)")
+        }
+        let oldKey: CredentialsKey
+        do {
+            oldKey = try CredentialsKey(base64: text)
+        } catch {
+            throw Refusal(status: 78, message: "\(oldKeyVariable): not a 32-byte base64 key")
+        }
+        let pool = try openPool(url)
+        let count: Int
+        do {
+            count = try await AppRepository(pool: pool, key: newKey).rekey(from: oldKey)
+        } catch {
+            await pool.close()
+            throw error
+        }
+        await pool.close()
+        print("re-sealed the credentials of \(count) app\(count == 1 ? "" : "s") under HERALD_CREDENTIALS_KEY")
+        return 0
+    }
+
+    // MARK: - Helpers
+
+    private static func credentialsKey() throws -> CredentialsKey {
+        do {
+            return try CredentialsKey.fromEnvironment(CommandEnvironment.variables)
+        } catch {
+            throw Refusal(status: 78, message: error.message)
+        }
+    }
+
+    private static func openPool(_ url: String?) throws -> PostgresPool {
+        do {
+            return try CommandEnvironment.pool(url: url, applicationName: "herald-apps")
+        } catch {
+            throw Refusal(status: 78, message: error.description)
+        }
+    }
+
+    static func quoted(_ text: String) -> String {
+        var out: [UInt8] = []
+        JSONValue.writeString(text, into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// What `apps add` / `apps update` were asked to set, read and checked before the database is
+/// touched. Nil fields are left as they are.
+struct AppChange {
+    var id: String
+    var name: String?
+    var apnsKeyPEM: String?
+    var apnsKeyID: String?
+    var apnsTeamID: String?
+    var bundleID: String?
+    var apnsEnvironment: String?
+    var fcm: (account: FCMServiceAccount, json: String)?
+    var timeZone: String?
+    var payloadProfile: String?
+
+    typealias Refusal = AppsCommand.Refusal
+
+    init(_ options: inout OptionParser) throws {
+        guard let id = options.string("--id") else { throw Refusal(status: 64, message: "--id is required\n\(AppsCommand.usage)") }
+        guard AppChange.isAppID(id) else { throw Refusal(status: 65, message: "--id must be 1–64 of a-z 0-9 _ -, not \(AppsCommand.quoted(id))") }
+        self.id = id
+        name = options.string("--name")
+        if let name, name.isEmpty || name.count > 200 { throw Refusal(status: 65, message: "--name must be 1–200 characters") }
+        apnsKeyID = try AppChange.appleID(options.string("--apns-key-id"), "--apns-key-id")
+        apnsTeamID = try AppChange.appleID(options.string("--apns-team-id"), "--apns-team-id")
+        bundleID = options.string("--bundle-id")
+        if let bundleID {
+            let valid = (1...155).contains(bundleID.utf8.count) && bundleID.utf8.allSatisfy { byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                    || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-")
+            }
+            guard valid else { throw Refusal(status: 65, message: "--bundle-id must be a bundle id (A-Z a-z 0-9 . -), not \(AppsCommand.quoted(bundleID))") }
+        }
+        apnsEnvironment = options.string("--apns-environment")
+        if let environment = apnsEnvironment, environment != "production" && environment != "sandbox" {
+            throw Refusal(status: 65, message: "--apns-environment is production or sandbox, not \(AppsCommand.quoted(environment))")
+        }
+        timeZone = options.string("--time-zone")
+        if let zone = timeZone {
+            // The database only checks the shape; whether the zone exists is Herald's to check.
+            let shaped = zone.utf8.count <= 64 && zone.first?.isLetter == true
+            guard shaped, TimeZone(identifier: zone) != nil else {
+                throw Refusal(status: 65, message: "--time-zone \(AppsCommand.quoted(zone)) is not a time zone this system knows (IANA name, e.g. Europe/Paris)")
+            }
+        }
+        payloadProfile = options.string("--payload-profile")
+        if let profile = payloadProfile, profile != "sdk" && profile != "plain" {
+            throw Refusal(status: 65, message: "--payload-profile is sdk or plain, not \(AppsCommand.quoted(profile))")
+        }
+        if let path = options.string("--apns-key") {
+            apnsKeyPEM = try AppChange.p8(at: path)
+        }
+        if let path = options.string("--fcm-service-account") {
+            fcm = try AppChange.serviceAccount(at: path)
+        }
+    }
+
+    /// Applies the change; returns why it cannot apply (APNs settings incomplete), or nil.
+    func apply(to app: inout AppSettings) -> String? {
+        if let name { app.name = name }
+        if let timeZone { app.defaultTimeZone = timeZone }
+        if let payloadProfile { app.payloadProfile = payloadProfile }
+        if let fcm { app.fcm = FCMCredentials(projectID: fcm.account.projectID, serviceAccountJSON: fcm.json) }
+        let touchesAPNs = apnsKeyPEM != nil || apnsKeyID != nil || apnsTeamID != nil || bundleID != nil || apnsEnvironment != nil
+        guard touchesAPNs else { return nil }
+        if var apns = app.apns {
+            if let apnsKeyPEM { apns.privateKeyPEM = apnsKeyPEM }
+            if let apnsKeyID { apns.keyID = apnsKeyID }
+            if let apnsTeamID { apns.teamID = apnsTeamID }
+            if let bundleID { apns.bundleID = bundleID }
+            if let apnsEnvironment { apns.environment = apnsEnvironment }
+            app.apns = apns
+            return nil
+        }
+        guard let apnsKeyPEM, let apnsKeyID, let apnsTeamID, let bundleID else {
+            return "app \(app.id) has no APNs key yet: --apns-key, --apns-key-id, --apns-team-id and --bundle-id are all required"
+        }
+        app.apns = APNsTokenCredentials(keyID: apnsKeyID, teamID: apnsTeamID, bundleID: bundleID,
+                                        environment: apnsEnvironment ?? "production", privateKeyPEM: apnsKeyPEM)
+        return nil
+    }
+
+    /// The settings named, for the confirmation line (never a secret).
+    var summary: String {
+        var names: [String] = []
+        if name != nil { names.append("name") }
+        if apnsKeyPEM != nil { names.append("apns key") }
+        if apnsKeyID != nil { names.append("apns key id") }
+        if apnsTeamID != nil { names.append("apns team id") }
+        if bundleID != nil { names.append("bundle id") }
+        if apnsEnvironment != nil { names.append("apns environment") }
+        if fcm != nil { names.append("fcm service account") }
+        if timeZone != nil { names.append("time zone") }
+        if payloadProfile != nil { names.append("payload profile") }
+        return names.isEmpty ? "nothing to change" : names.joined(separator: ", ")
+    }
+
+    static func isAppID(_ text: String) -> Bool {
+        (1...64).contains(text.utf8.count) && text.utf8.allSatisfy { byte in
+            (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+        }
+    }
+
+    /// Apple's key and team ids: 10 upper-case letters or digits.
+    static func appleID(_ text: String?, _ flag: String) throws -> String? {
+        guard let text else { return nil }
+        let valid = text.utf8.count == 10 && text.utf8.allSatisfy { ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x30 && $0 <= 0x39) }
+        guard valid else { throw Refusal(status: 65, message: "\(flag) must be 10 upper-case letters or digits, as Apple shows it") }
+        return text
+    }
+
+    private static func readText(_ path: String, _ flag: String) throws -> String {
+        let bytes: [UInt8]
+        do {
+            bytes = try InputFile.read(path)
+        } catch {
+            throw Refusal(status: 66, message: "\(flag): cannot read \(path)")
+        }
+        guard bytes.count <= 64 * 1024, let text = String(validating: bytes, as: UTF8.self) else {
+            throw Refusal(status: 65, message: "\(flag): \(path) is not a text file of at most 64 KiB")
+        }
+        return text
+    }
+
+    /// The `.p8` text, when it is an EC P-256 key in PKCS#8 PEM (what Apple issues).
+    static func p8(at path: String) throws -> String {
+        let text = try readText(path, "--apns-key")
+        let refusal = Refusal(status: 65, message: "--apns-key: \(path) is not an APNs auth key (an EC P-256 private key in PKCS#8 PEM, -----BEGIN PRIVATE KEY-----)")
+        guard text.contains("-----BEGIN PRIVATE KEY-----") else { throw refusal }
+        guard let key = try? PrivateKey(pem: text), key.algorithm == .ecP256,
+              // A P-256 SubjectPublicKeyInfo is 91 bytes; other curves are longer or shorter.
+              let publicKey = try? key.publicKeyDER(), publicKey.count == 91 else { throw refusal }
+        return text
+    }
+
+    /// The service account and its file text, when the file parses and its key loads.
+    static func serviceAccount(at path: String) throws -> (account: FCMServiceAccount, json: String) {
+        let text = try readText(path, "--fcm-service-account")
+        let account: FCMServiceAccount
+        do {
+            account = try FCMServiceAccount(json: Array(text.utf8))
+        } catch {
+            throw Refusal(status: 65, message: "--fcm-service-account: \(path): \(error.description)")
+        }
+        guard let key = try? PrivateKey(pem: account.privateKeyPEM), case .rsa = key.algorithm else {
+            throw Refusal(status: 65, message: "--fcm-service-account: \(path): private_key is not an RSA private key")
+        }
+        return (account, text)
+    }
+}
+
+/// An app as `show` prints it: settings and fingerprints, never a secret.
+struct AppDescription {
+    let app: AppSettings
+
+    init(_ app: AppSettings) { self.app = app }
+
+    /// SHA-256 (hex) of the public half of a PEM private key; nil when it does not load.
+    static func publicKeyFingerprint(_ pem: String) -> String? {
+        guard let key = try? PrivateKey(pem: pem), let der = try? key.publicKeyDER() else { return nil }
+        return Hex.encode(SHA256.hash(der))
+    }
+
+    /// SHA-256 (hex) of the stored text: the same as `sha256sum` of the file that was added.
+    static func fileFingerprint(_ text: String) -> String { Hex.encode(SHA256.hash(Array(text.utf8))) }
+
+    var json: JSONValue {
+        var members: [String: JSONValue] = [
+            "id": .string(app.id),
+            "name": .string(app.name),
+            "payload_profile": .string(app.payloadProfile),
+            "time_zone": .string(app.defaultTimeZone),
+            "apns_halted_reason": app.apnsHaltedReason.map(JSONValue.string) ?? .null,
+            "fcm_halted_reason": app.fcmHaltedReason.map(JSONValue.string) ?? .null,
+            "apns": .null,
+            "fcm": .null,
+        ]
+        if let apns = app.apns {
+            members["apns"] = .object([
+                "auth": .string("token"),
+                "key_id": .string(apns.keyID),
+                "team_id": .string(apns.teamID),
+                "bundle_id": .string(apns.bundleID),
+                "environment": .string(apns.environment),
+                "public_key_sha256": AppDescription.publicKeyFingerprint(apns.privateKeyPEM).map(JSONValue.string) ?? .null,
+                "file_sha256": .string(AppDescription.fileFingerprint(apns.privateKeyPEM)),
+            ])
+        }
+        if let fcm = app.fcm {
+            let account = try? FCMServiceAccount(json: Array(fcm.serviceAccountJSON.utf8))
+            members["fcm"] = .object([
+                "project_id": .string(fcm.projectID),
+                "client_email": account.map { JSONValue.string($0.clientEmail) } ?? .null,
+                "private_key_id": account?.privateKeyID.map(JSONValue.string) ?? .null,
+                "public_key_sha256": account.flatMap { AppDescription.publicKeyFingerprint($0.privateKeyPEM) }.map(JSONValue.string) ?? .null,
+                "file_sha256": .string(AppDescription.fileFingerprint(fcm.serviceAccountJSON)),
+            ])
+        }
+        return .object(members)
+    }
+
+    var text: String {
+        var lines = ["app \(app.id)  name=\(AppsCommand.quoted(app.name)) payload_profile=\(app.payloadProfile) time_zone=\(app.defaultTimeZone)"]
+        if let apns = app.apns {
+            lines.append("apns  auth=token key_id=\(apns.keyID) team_id=\(apns.teamID) bundle_id=\(apns.bundleID) environment=\(apns.environment)")
+            lines.append("      public_key_sha256=\(AppDescription.publicKeyFingerprint(apns.privateKeyPEM) ?? "-") file_sha256=\(AppDescription.fileFingerprint(apns.privateKeyPEM))")
+        } else {
+            lines.append("apns  none")
+        }
+        if let fcm = app.fcm {
+            let account = try? FCMServiceAccount(json: Array(fcm.serviceAccountJSON.utf8))
+            lines.append("fcm   project_id=\(fcm.projectID) client_email=\(account?.clientEmail ?? "-") private_key_id=\(account?.privateKeyID ?? "-")")
+            lines.append("      public_key_sha256=\(account.flatMap { AppDescription.publicKeyFingerprint($0.privateKeyPEM) } ?? "-") file_sha256=\(AppDescription.fileFingerprint(fcm.serviceAccountJSON))")
+        } else {
+            lines.append("fcm   none")
+        }
+        lines.append("halted apns=\(app.apnsHaltedReason ?? "no") fcm=\(app.fcmHaltedReason ?? "no")")
+        return lines.joined(separator: "\n")
+    }
+
+    /// A listed app (no secrets were decrypted to list it).
+    static func json(_ app: AppSummary) -> JSONValue {
+        func optional(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
+        return .object([
+            "id": .string(app.id),
+            "name": .string(app.name),
+            "payload_profile": .string(app.payloadProfile),
+            "time_zone": .string(app.defaultTimeZone),
+            "apns_auth": optional(app.apnsAuth),
+            "apns_key_id": optional(app.apnsKeyID),
+            "apns_team_id": optional(app.apnsTeamID),
+            "apns_bundle_id": optional(app.apnsBundleID),
+            "apns_environment": optional(app.apnsEnvironment),
+            "fcm_project_id": optional(app.fcmProjectID),
+            "apns_halted_reason": optional(app.apnsHaltedReason),
+            "fcm_halted_reason": optional(app.fcmHaltedReason),
+            "updated_at": .string(app.updatedAt),
+        ])
+    }
+}

@@ -1,0 +1,158 @@
+import Foundation
+import HeraldCore
+import HeraldKafka
+import HeraldWorker
+
+/// `herald dlq replay`: after a fix, re-produces dead letters' original messages to the topics
+/// they came from, with their original keys, so the workers take them again.
+///
+/// It reads the dead-letter topic from the beginning with a throwaway consumer group (whose
+/// offsets move nobody else's) and stops once the topic has been quiet for `--idle-seconds`
+/// after its partitions were assigned: that is the end of what was there when it started.
+enum DLQCommand {
+    static let usage = """
+    usage: herald dlq replay [--since RFC3339] [--until RFC3339] [--reason-contains TEXT] [--dry-run] [--idle-seconds S] [--brokers B]
+      --since / --until     replay dead letters whose "at" is at or after --since and before --until
+      --reason-contains     only those whose reason contains TEXT
+      --dry-run             print what would be replayed, produce nothing
+      --idle-seconds S      end of the topic: S seconds without a message (default 3)
+    """
+
+    /// What a replay did, printed at the end.
+    struct Counts {
+        var read = 0
+        var matched = 0
+        var replayed = 0
+        var undecodable = 0
+        var refused = 0
+        var failed = 0
+    }
+
+    static func run(_ arguments: [String]) async -> Int32 {
+        guard arguments.first == "replay" else {
+            Console.error("herald dlq: the action is replay\n\(usage)")
+            return 64
+        }
+        var options = OptionParser(Array(arguments.dropFirst()), command: "herald dlq replay", usage: usage, flags: ["--dry-run"])
+        let sinceText = options.string("--since")
+        let untilText = options.string("--until")
+        let reasonContains = options.string("--reason-contains")
+        let dryRun = options.flag("--dry-run")
+        let idleSeconds = options.double("--idle-seconds", in: 0.2...600) ?? 3
+        let brokers = options.string("--brokers")
+        guard options.finish() else { return 64 }
+        var since: Timestamp?
+        var until: Timestamp?
+        for (flag, text) in [("--since", sinceText), ("--until", untilText)] {
+            guard let text else { continue }
+            guard let time = Timestamp(rfc3339: text) else {
+                Console.error("herald dlq replay: \(flag) takes an RFC 3339 time (2026-01-31T12:00:00Z), not \(text)")
+                return 64
+            }
+            if flag == "--since" { since = time } else { until = time }
+        }
+
+        let topics: WorkerConfiguration.Topics
+        var configuration: KafkaConfiguration
+        do {
+            topics = try CommandEnvironment.topics()
+            configuration = try CommandEnvironment.kafka(brokers: brokers)
+        } catch {
+            Console.error("herald dlq replay: \(error)")
+            return 78
+        }
+        configuration.properties["auto.offset.reset"] = "earliest"
+
+        let consumer: KafkaConsumer
+        let producer: KafkaProducer?
+        do {
+            consumer = try KafkaConsumer(configuration: configuration, groupID: "herald-dlq-replay-\(UUID().uuidString.lowercased())")
+            try consumer.subscribe(topics: [topics.deadLetters])
+            producer = dryRun ? nil : try KafkaProducer(configuration: configuration)
+        } catch {
+            Console.error("herald dlq replay: cannot read \(topics.deadLetters): \(error)")
+            return error.code == .configuration ? 78 : 69
+        }
+
+        var counts = Counts()
+        var pending: [KafkaProducerMessage] = []
+        var status: Int32 = 0
+        let clock = ContinuousClock()
+        let started = clock.now
+        var quietSince: ContinuousClock.Instant?
+        func flush() async {
+            guard let producer, !pending.isEmpty else { return }
+            for result in await producer.sendAll(pending) {
+                switch result {
+                case .success: counts.replayed += 1
+                case .failure(let error):
+                    counts.failed += 1
+                    if counts.failed <= 10 { Console.error("herald dlq replay: not acknowledged: \(error)") }
+                }
+            }
+            pending.removeAll(keepingCapacity: true)
+        }
+
+        while true {
+            let message: KafkaMessage?
+            do {
+                message = try await consumer.poll(timeoutMilliseconds: 200)
+            } catch {
+                Console.error("herald dlq replay: \(error)")
+                status = 69
+                break
+            }
+            guard let message else {
+                // The quiet time counts from the assignment: joining the group takes a while.
+                if consumer.assignment.isEmpty {
+                    if clock.now - started > .seconds(30) {
+                        Console.error("herald dlq replay: no partition of \(topics.deadLetters) was assigned within 30 s (does the topic exist?)")
+                        break
+                    }
+                    continue
+                }
+                let quiet = quietSince ?? clock.now
+                quietSince = quiet
+                if clock.now - quiet >= .milliseconds(Int64(idleSeconds * 1000)) { break }
+                continue
+            }
+            quietSince = nil
+            consumer.markProcessed(message)
+            counts.read += 1
+            let letter: DeadLetter
+            do {
+                letter = try DeadLetter.decode(message.value)
+            } catch {
+                counts.undecodable += 1
+                Console.error("herald dlq replay: skipped \(message.topic)/\(message.partition)@\(message.offset): not a dead letter (\(error))")
+                continue
+            }
+            if let since, letter.at < since { continue }
+            if let until, !(letter.at < until) { continue }
+            if let reasonContains, !letter.reason.contains(reasonContains) { continue }
+            counts.matched += 1
+            // A dead letter naming the dead-letter topic as its source would only come back.
+            guard letter.source.topic != topics.deadLetters, !letter.source.topic.isEmpty else {
+                counts.refused += 1
+                Console.error("herald dlq replay: skipped \(message.partition)@\(message.offset): its source is \(letter.source.topic)")
+                continue
+            }
+            if dryRun {
+                let key = message.key.map { String(decoding: $0, as: UTF8.self) } ?? "-"
+                print("would replay \(letter.at.rfc3339) \(letter.source.topic)/\(letter.source.partition)@\(letter.source.offset) key=\(key) bytes=\(letter.original.count) reason=\(AppsCommand.quoted(letter.reason))")
+                continue
+            }
+            pending.append(KafkaProducerMessage(topic: letter.source.topic, key: message.key, value: letter.original))
+            if pending.count >= 1_000 { await flush() }
+        }
+        await flush()
+        await consumer.close()
+        if dryRun {
+            print("read \(counts.read) dead letters: \(counts.matched) match, \(counts.matched - counts.refused) would be replayed, \(counts.undecodable) undecodable")
+        } else {
+            print("read \(counts.read) dead letters: \(counts.matched) match, replayed \(counts.replayed), failed \(counts.failed), refused \(counts.refused), undecodable \(counts.undecodable)")
+        }
+        if counts.failed > 0 { status = 69 }
+        return status
+    }
+}

@@ -1,0 +1,209 @@
+import Foundation
+import HeraldCore
+import HeraldCrypto
+import HeraldPostgres
+import HeraldTestSupport
+import Testing
+
+/// `herald apps add|update|show|list|rekey` through the binary, against a database of its own.
+@Suite(.enabled(if: TestEnvironment.shouldRun(needing: TestEnvironment.databaseVariable)), .timeLimit(.minutes(3)))
+struct AppsCommandTests {
+    static let keyA = "MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTIzNDU2Nzg5MDE="
+    static let keyB = "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWY="
+
+    /// A migrated database (through `herald migrate`) and a folder of credential files.
+    private struct Fixture {
+        let url: String
+        let name: String
+        let pool: PostgresPool
+        let folder: URL
+        let p8: String
+        let p8Path: String
+        let serviceAccountPath: String
+        let rsaPEM: String
+        let p8Fingerprint: String
+
+        func drop() async {
+            await pool.close()
+            try? FileManager.default.removeItem(at: folder)
+            guard let serverURL = try? TestEnvironment.require(TestEnvironment.databaseVariable),
+                  let admin = try? await PostgresConnection.connect(serverURL) else { return }
+            try? await admin.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+            await admin.close()
+        }
+
+        func write(_ name: String, _ text: String) throws -> String {
+            let path = folder.appendingPathComponent(name).path
+            try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+            return path
+        }
+    }
+
+    private func fixture() async throws -> Fixture {
+        let serverURL = try TestEnvironment.require(TestEnvironment.databaseVariable)
+        let name = TestEnvironment.uniqueName("herald_cli_apps")
+        let admin = try await PostgresConnection.connect(serverURL)
+        try await admin.execute("CREATE DATABASE \(name)")
+        await admin.close()
+        let info = try ConnectionInfo(serverURL)
+        let url = "postgresql://\(info.options["user"] ?? "postgres")@\(info.options["host"] ?? "127.0.0.1"):\(info.options["port"] ?? "5432")/\(name)"
+        let migrate = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["migrate", "--database-url", url])
+        #expect(migrate.status == 0, "\(migrate.stderr)")
+
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("herald-apps"))
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let key = try PrivateKey.generate(.ecP256)
+        let p8 = try key.pkcs8PEM()
+        let rsa = try PrivateKey.generate(.rsa(bits: 2048)).pkcs8PEM()
+        let account = JSONValue.object([
+            "type": .string("service_account"),
+            "project_id": .string("demo-project"),
+            "private_key_id": .string("0123abcd"),
+            "private_key": .string(rsa),
+            "client_email": .string("herald@demo-project.iam.gserviceaccount.com"),
+            "token_uri": .string("https://oauth2.googleapis.com/token"),
+        ]).serialized()
+        var fixture = Fixture(url: url, name: name, pool: PostgresPool(PostgresPoolConfiguration(url: url, size: 2)), folder: folder,
+                              p8: p8, p8Path: "", serviceAccountPath: "", rsaPEM: rsa,
+                              p8Fingerprint: Hex.encode(SHA256.hash(try key.publicKeyDER())))
+        fixture = Fixture(url: url, name: name, pool: fixture.pool, folder: folder, p8: p8,
+                          p8Path: try fixture.write("AuthKey.p8", p8), serviceAccountPath: try fixture.write("service-account.json", account),
+                          rsaPEM: rsa, p8Fingerprint: fixture.p8Fingerprint)
+        return fixture
+    }
+
+    private func apps(_ arguments: [String], _ fixture: Fixture, key: String? = keyA, extra: [String: String] = [:]) async throws -> Subprocess.Result {
+        var environment = ["HERALD_DATABASE_URL": fixture.url, "HERALD_CREDENTIALS_KEY": key ?? ""]
+        environment.merge(extra) { _, new in new }
+        return try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["apps"] + arguments, environment: environment)
+    }
+
+    private func addDemo(_ fixture: Fixture) async throws {
+        let added = try await apps(["add", "--id", "demo", "--name", "Demo", "--apns-key", fixture.p8Path, "--apns-key-id", "ABC123DEFG",
+                                    "--apns-team-id", "TEAM123456", "--bundle-id", "com.example.demo", "--apns-environment", "sandbox",
+                                    "--fcm-service-account", fixture.serviceAccountPath, "--time-zone", "Europe/Paris"], fixture)
+        #expect(added.status == 0, "\(added.stderr)")
+    }
+
+    /// The lines of a PEM's base64 body: none may appear in any output.
+    private func secretLines(_ pem: String) -> [String] {
+        pem.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("-----") && $0.count > 16 }
+    }
+
+    @Test func addShowAndListPrintFingerprintsNeverSecrets() async throws {
+        let fixture = try await fixture()
+        try await addDemo(fixture)
+
+        let show = try await apps(["show", "--id", "demo"], fixture)
+        #expect(show.status == 0, "\(show.stderr)")
+        #expect(show.stdout.contains("key_id=ABC123DEFG team_id=TEAM123456 bundle_id=com.example.demo environment=sandbox"))
+        #expect(show.stdout.contains("public_key_sha256=\(fixture.p8Fingerprint)"))
+        #expect(show.stdout.contains("project_id=demo-project"))
+        #expect(show.stdout.contains("time_zone=Europe/Paris"))
+        let json = try await apps(["show", "--id", "demo", "--json"], fixture)
+        #expect(json.status == 0, "\(json.stderr)")
+        let document = try JSONValue.parse(json.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(document["apns"]?["public_key_sha256"] == .string(fixture.p8Fingerprint))
+        #expect(document["apns"]?["file_sha256"] == .string(Hex.encode(SHA256.hash(Array(fixture.p8.utf8)))))
+        #expect(document["fcm"]?["private_key_id"] == .string("0123abcd"))
+
+        let list = try await apps(["list"], fixture, key: nil)
+        #expect(list.status == 0, "listing needs no key: \(list.stderr)")
+        #expect(list.stdout.contains("demo name=\"Demo\" profile=sdk time_zone=Europe/Paris apns=token:com.example.demo:sandbox fcm=demo-project"))
+        let listJSON = try await apps(["list", "--json"], fixture)
+        #expect(try JSONValue.parse(listJSON.stdout.trimmingCharacters(in: .whitespacesAndNewlines)).arrayValue?.count == 1)
+
+        let everything = [show, json, list, listJSON].map { $0.stdout + $0.stderr }.joined()
+        for line in secretLines(fixture.p8) + secretLines(fixture.rsaPEM) {
+            #expect(!everything.contains(line), "a line of a private key was printed")
+        }
+        #expect(!everything.contains("PRIVATE KEY"))
+        // Nothing readable is stored either.
+        let stored = try await fixture.pool.query(
+            "SELECT position('PRIVATE'::bytea IN apns_credentials), position('service_account'::bytea IN fcm_credentials) FROM apps").rows
+        #expect(stored == [["0", "0"]])
+
+        let again = try await apps(["add", "--id", "demo", "--name", "Again"], fixture)
+        #expect(again.status == 65 && again.stderr.contains("already exists"))
+        #expect(try await apps(["show", "--id", "nobody"], fixture).status == 66)
+        await fixture.drop()
+    }
+
+    @Test func updateChangesOnlyTheGivenFields() async throws {
+        let fixture = try await fixture()
+        try await addDemo(fixture)
+        let updated = try await apps(["update", "--id", "demo", "--payload-profile", "plain", "--apns-environment", "production"], fixture)
+        #expect(updated.status == 0, "\(updated.stderr)")
+        let document = try JSONValue.parse(try await apps(["show", "--id", "demo", "--json"], fixture).stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(document["payload_profile"] == .string("plain"))
+        #expect(document["time_zone"] == .string("Europe/Paris"))
+        #expect(document["name"] == .string("Demo"))
+        #expect(document["apns"]?["environment"] == .string("production"))
+        #expect(document["apns"]?["key_id"] == .string("ABC123DEFG"))
+        #expect(document["apns"]?["public_key_sha256"] == .string(fixture.p8Fingerprint))
+        #expect(document["fcm"]?["project_id"] == .string("demo-project"))
+
+        // A new key replaces the old one; the rest stays.
+        let newKey = try PrivateKey.generate(.ecP256)
+        let newPath = try fixture.write("AuthKey2.p8", try newKey.pkcs8PEM())
+        #expect(try await apps(["update", "--id", "demo", "--apns-key", newPath], fixture).status == 0)
+        let shown = try await apps(["show", "--id", "demo"], fixture).stdout
+        #expect(shown.contains("public_key_sha256=\(Hex.encode(SHA256.hash(try newKey.publicKeyDER())))"))
+        #expect(shown.contains("environment=production"))
+
+        // An app without APNs needs the whole set the first time.
+        #expect(try await apps(["add", "--id", "bare", "--name", "Bare"], fixture).status == 0)
+        let partial = try await apps(["update", "--id", "bare", "--apns-key-id", "ABC123DEFG"], fixture)
+        #expect(partial.status == 65 && partial.stderr.contains("no APNs key yet"))
+        #expect(try await apps(["update", "--id", "nobody", "--name", "X"], fixture).status == 66)
+        await fixture.drop()
+    }
+
+    @Test func rekeyReSealsEverythingOrNothing() async throws {
+        let fixture = try await fixture()
+        try await addDemo(fixture)
+        #expect(try await apps(["add", "--id", "fcm-only", "--name", "FCM", "--fcm-service-account", fixture.serviceAccountPath], fixture).status == 0)
+
+        let rekeyed = try await apps(["rekey", "--old-key-env", "OLD_KEY"], fixture, key: Self.keyB, extra: ["OLD_KEY": Self.keyA])
+        #expect(rekeyed.status == 0, "\(rekeyed.stderr)")
+        #expect(rekeyed.stdout.contains("re-sealed the credentials of 2 apps"))
+        let underNew = try await apps(["show", "--id", "demo"], fixture, key: Self.keyB)
+        #expect(underNew.status == 0 && underNew.stdout.contains("public_key_sha256=\(fixture.p8Fingerprint)"))
+        let underOld = try await apps(["show", "--id", "demo"], fixture, key: Self.keyA)
+        #expect(underOld.status == 65 && underOld.stderr.contains("HERALD_CREDENTIALS_KEY"))
+
+        // The wrong old key: a clear error, and nothing changes.
+        let before = try await fixture.pool.query("SELECT id, apns_credentials, fcm_credentials FROM apps ORDER BY id").rows
+        let wrong = try await apps(["rekey", "--old-key-env", "OLD_KEY"], fixture, key: Self.keyA, extra: ["OLD_KEY": Self.keyA])
+        #expect(wrong.status == 65)
+        #expect(wrong.stderr.contains("does not decrypt under the old key; nothing was changed"))
+        #expect(try await fixture.pool.query("SELECT id, apns_credentials, fcm_credentials FROM apps ORDER BY id").rows == before)
+        #expect(try await apps(["rekey", "--old-key-env", "UNSET_VARIABLE"], fixture, key: Self.keyB).status == 78)
+        await fixture.drop()
+    }
+
+    @Test func badInputIsRefusedBeforeAnythingIsStored() async throws {
+        let fixture = try await fixture()
+        let base = ["add", "--id", "bad", "--name", "Bad", "--apns-key-id", "ABC123DEFG", "--apns-team-id", "TEAM123456", "--bundle-id", "com.example.bad"]
+        let rsa = try fixture.write("rsa.p8", try PrivateKey.generate(.rsa(bits: 2048)).pkcs8PEM())
+        let garbage = try fixture.write("garbage.p8", "-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n")
+        for path in [rsa, garbage, fixture.serviceAccountPath] {
+            let refused = try await apps(base + ["--apns-key", path], fixture)
+            #expect(refused.status == 65, "\(path): \(refused.stderr)")
+            #expect(refused.stderr.contains("is not an APNs auth key"))
+        }
+        #expect(try await apps(base + ["--apns-key", fixture.folder.appendingPathComponent("missing.p8").path], fixture).status == 66)
+        let badKeyID = ["add", "--id", "bad", "--name", "Bad", "--apns-key", fixture.p8Path, "--apns-key-id", "abc123defg",
+                        "--apns-team-id", "TEAM123456", "--bundle-id", "com.example.bad"]
+        #expect(try await apps(badKeyID, fixture).status == 65)
+        #expect(try await apps(["add", "--id", "bad", "--name", "Bad", "--time-zone", "Mars/Olympus_Mons"], fixture).status == 65)
+        #expect(try await apps(["add", "--id", "bad", "--name", "Bad", "--payload-profile", "fancy"], fixture).status == 65)
+        #expect(try await apps(["add", "--id", "Bad!", "--name", "Bad"], fixture).status == 65)
+        #expect(try await apps(["add", "--id", "bad", "--name", "Bad", "--fcm-service-account", fixture.p8Path], fixture).status == 65)
+        #expect(try await apps(["add", "--name", "Bad"], fixture).status == 64)
+        #expect(try await apps(["add", "--id", "bad", "--name", "Bad", "--colour", "red"], fixture).status == 64)
+        #expect(try await apps(["add", "--id", "bad", "--name", "Bad"], fixture, key: nil).status == 78)
+        #expect(try await fixture.pool.query("SELECT count(*) FROM apps").rows == [["0"]])
+        await fixture.drop()
+    }
+}

@@ -1,0 +1,70 @@
+import Foundation
+import HeraldCore
+import HeraldKafka
+import HeraldTestSupport
+import Testing
+
+/// `herald dlq replay` against the broker scripts/test started, on topics of its own: dead letters
+/// go back to their source topics with their original keys, filtered by time and reason.
+@Suite(.enabled(if: TestEnvironment.shouldRun(needing: TestEnvironment.kafkaVariable)), .timeLimit(.minutes(3)))
+struct DLQCommandTests {
+    let dlq = TestEnvironment.uniqueName("dlq.dlq")
+    let jobs = TestEnvironment.uniqueName("dlq.jobs")
+    let events = TestEnvironment.uniqueName("dlq.device-events")
+
+    private func replay(_ arguments: [String]) async throws -> Subprocess.Result {
+        let environment = try CommandKafka.environment(["HERALD_TOPIC_DLQ": dlq, "HERALD_TOPIC_JOBS": jobs, "HERALD_TOPIC_DEVICE_EVENTS": events])
+        return try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["dlq", "replay", "--idle-seconds", "2"] + arguments, environment: environment)
+    }
+
+    private func letter(_ reason: String, _ topic: String, _ original: String, at: String) throws -> [UInt8] {
+        let at = try #require(Timestamp(rfc3339: at))
+        return DeadLetter(reason: reason, source: .init(topic: topic, partition: 0, offset: 7), original: Array(original.utf8), at: at)
+            .json.serializedBytes()
+    }
+
+    /// Three dead letters (January from jobs, March from jobs and from device events) and one
+    /// message that is not a dead letter.
+    private func fill() async throws {
+        try await CommandKafka.produce(dlq, [
+            ("job-a", try letter("content.buttons[3]: at most 3 buttons", jobs, #"{"id":"job-a"}"#, at: "2026-01-10T00:00:00Z")),
+            ("job-b", try letter("message too large", jobs, #"{"id":"job-b"}"#, at: "2026-03-01T00:00:00Z")),
+            ("sub-c", try letter("type: unknown", events, #"{"type":"zapped"}"#, at: "2026-03-02T00:00:00Z")),
+            (nil, Array("not json".utf8)),
+        ])
+    }
+
+    @Test func replaysTheMatchingOriginalsToTheirTopicsWithTheirKeys() async throws {
+        try await fill()
+        let dry = try await replay(["--since", "2026-02-01T00:00:00Z", "--dry-run"])
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stdout.contains("would replay 2026-03-01T00:00:00Z \(jobs)/0@7 key=job-b"))
+        #expect(dry.stdout.contains("key=sub-c"))
+        #expect(!dry.stdout.contains("key=job-a"))
+        #expect(dry.stdout.contains("read 4 dead letters: 2 match, 2 would be replayed, 1 undecodable"))
+        #expect(try await CommandKafka.read(jobs, count: 1, seconds: 3).isEmpty, "a dry run produces nothing")
+
+        let large = try await replay(["--since", "2026-02-01T00:00:00Z", "--until", "2026-03-02T00:00:00Z", "--reason-contains", "large"])
+        #expect(large.status == 0, "\(large.stderr)")
+        #expect(large.stdout.contains("1 match, replayed 1, failed 0"))
+        let back = try await CommandKafka.read(jobs, count: 1)
+        #expect(back.map(\.keyString) == ["job-b"])
+        #expect(back.map(\.valueString) == [#"{"id":"job-b"}"#])
+
+        let all = try await replay([])
+        #expect(all.status == 0, "\(all.stderr)")
+        #expect(all.stdout.contains("read 4 dead letters: 3 match, replayed 3"))
+        let jobMessages = try await CommandKafka.read(jobs, count: 3)
+        #expect(jobMessages.compactMap(\.keyString).sorted() == ["job-a", "job-b", "job-b"])
+        let eventMessages = try await CommandKafka.read(events, count: 1)
+        #expect(eventMessages.map(\.keyString) == ["sub-c"])
+        #expect(eventMessages.map(\.valueString) == [#"{"type":"zapped"}"#])
+    }
+
+    @Test func badTimesAndOptionsAreUsageErrors() async throws {
+        #expect(try await replay(["--since", "yesterday"]).status == 64)
+        #expect(try await replay(["--colour", "red"]).status == 64)
+        let noBrokers = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["dlq", "replay"], environment: ["HERALD_KAFKA_BROKERS": ""])
+        #expect(noBrokers.status == 78)
+    }
+}

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""Checks the deployment files in deploy/ against the code and docs/operations.md.
+
+- Every YAML file under deploy/ parses (all its documents); Kubernetes documents have apiVersion
+  and kind.
+- Every JSON file under deploy/grafana/ parses as a dashboard with panels, and every herald_*
+  metric its queries use is one that Sources/HeraldWorker/WorkerMetrics.swift exposes.
+- Every HERALD_* environment variable the YAML files set or reference (compose `environment`,
+  Kubernetes `env`, ConfigMap/Secret keys, secretKeyRef keys) is one Herald reads (a literal in
+  Sources/, or a HERALD_KAFKA_PROPERTY_* pass-through) and is named in docs/operations.md.
+- Every HERALD_* variable the code reads is named in docs/operations.md (the configuration
+  reference is complete).
+- The KEDA triggers name the brokers, consumer groups and topics the ConfigMap configures (a
+  lane's group is HERALD_KAFKA_GROUP plus "", ".shards", ".urgent" or ".device-events").
+- The Kubernetes worker Deployment gives SIGTERM enough time: terminationGracePeriodSeconds is at
+  least HERALD_DRAIN_SECONDS (from the ConfigMap, default 10) + 35 (docs/operations.md).
+
+Exit status 0 when all hold; 1 with one line per problem otherwise. Needs PyYAML (Debian's
+python3-yaml). Usage: scripts/check-deploy.py [REPOSITORY_ROOT]
+"""
+import json
+import pathlib
+import re
+import sys
+
+try:
+    import yaml
+except ImportError:
+    sys.exit("check-deploy: PyYAML is missing (install Debian's python3-yaml, or pip install pyyaml)")
+
+ROOT = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parent.parent)
+DEPLOY = ROOT / "deploy"
+OPERATIONS = ROOT / "docs" / "operations.md"
+METRICS_SOURCE = ROOT / "Sources" / "HeraldWorker" / "WorkerMetrics.swift"
+SOURCES = ROOT / "Sources"
+
+NAME = re.compile(r"HERALD_[A-Z0-9_]*[A-Z0-9]")
+FULL_NAME = re.compile(r"^HERALD_[A-Z0-9_]*[A-Z0-9]$")
+PASS_THROUGH = "HERALD_KAFKA_PROPERTY_"
+# Each lane's consumer group is HERALD_KAFKA_GROUP plus one of these, and its topics
+# (Sources/HeraldWorker/Worker.swift).
+LANES = {"": ["HERALD_TOPIC_JOBS"], ".shards": ["HERALD_TOPIC_SHARDS"],
+         ".urgent": ["HERALD_TOPIC_JOBS_URGENT", "HERALD_TOPIC_SHARDS_URGENT"], ".device-events": ["HERALD_TOPIC_DEVICE_EVENTS"]}
+TOPIC_DEFAULTS = {"HERALD_TOPIC_JOBS": "herald.jobs", "HERALD_TOPIC_JOBS_URGENT": "herald.jobs.urgent",
+                  "HERALD_TOPIC_SHARDS": "herald.shards", "HERALD_TOPIC_SHARDS_URGENT": "herald.shards.urgent",
+                  "HERALD_TOPIC_DEVICE_EVENTS": "herald.device-events"}
+# The drain, the 15 s the worker waits for work in hand beyond it, and the producer flush (10 s),
+# with 10 s to spare (docs/operations.md "Stopping: SIGTERM").
+GRACE_BEYOND_DRAIN = 35
+
+problems = []
+
+
+def problem(path, message):
+    try:
+        shown = path.relative_to(ROOT)
+    except ValueError:
+        shown = path
+    problems.append(f"{shown}: {message}")
+
+
+def variables_in(node, found, where=()):
+    """Collects (name, where) for every HERALD_* variable a YAML document sets or references."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(key, str) and FULL_NAME.match(key):
+                found.append((key, where + (key,)))
+            # Kubernetes env entries (`name:`), secretKeyRef/configMapKeyRef and KEDA's
+            # secretTargetRef (`key:`).
+            if key in ("name", "key") and isinstance(value, str) and FULL_NAME.match(value):
+                found.append((value, where + (key,)))
+            variables_in(value, found, where + (str(key),))
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            # compose's list form: `- HERALD_X=value` or `- HERALD_X`.
+            if isinstance(item, str) and where and where[-1] == "environment":
+                name = item.split("=", 1)[0]
+                if FULL_NAME.match(name):
+                    found.append((name, where + (str(index),)))
+            variables_in(item, found, where + (str(index),))
+
+
+def main():
+    if not DEPLOY.is_dir():
+        print(f"check-deploy: no deploy/ folder under {ROOT}", file=sys.stderr)
+        return 1
+    if not OPERATIONS.is_file():
+        print(f"check-deploy: {OPERATIONS} is missing", file=sys.stderr)
+        return 1
+    documented = set(NAME.findall(OPERATIONS.read_text(encoding="utf-8")))
+
+    # What the code reads: string literals "HERALD_…" (prefixes such as "HERALD_TOPIC_" end in _
+    # and are left out by the pattern).
+    read_by_code = set()
+    for source in sorted(SOURCES.rglob("*.swift")):
+        read_by_code.update(re.findall(r'"(HERALD_[A-Z0-9_]*[A-Z0-9])"', source.read_text(encoding="utf-8")))
+    if not read_by_code:
+        problem(SOURCES, "found no \"HERALD_…\" literals; is this Herald's repository?")
+    for name in sorted(read_by_code - documented):
+        problem(OPERATIONS, f"{name} is read by the code (Sources/) but not described in the configuration reference")
+
+    # YAML.
+    yaml_files = sorted(p for p in DEPLOY.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    if not yaml_files:
+        problem(DEPLOY, "no YAML files")
+    documents = 0
+    variables = {}
+    drain_seconds = 10
+    deployments = []
+    k8s_config = {}
+    scaled_objects = []
+    for path in yaml_files:
+        try:
+            docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
+        except yaml.YAMLError as error:
+            problem(path, f"not valid YAML: {' '.join(str(error).split())}")
+            continue
+        if not docs:
+            problem(path, "holds no YAML document")
+        for doc in docs:
+            documents += 1
+            if not isinstance(doc, dict):
+                problem(path, f"a document is a {type(doc).__name__}, not a mapping")
+                continue
+            in_k8s = "k8s" in path.relative_to(DEPLOY).parts
+            if in_k8s and not (doc.get("apiVersion") and doc.get("kind")):
+                problem(path, "a Kubernetes document without apiVersion or kind")
+            kind = doc.get("kind")
+            found = []
+            variables_in(doc, found)
+            for name, where in found:
+                variables.setdefault(name, []).append(f"{path.relative_to(ROOT)} ({'.'.join(where)})")
+            if kind == "ConfigMap" and isinstance(doc.get("data"), dict):
+                k8s_config.update({k: str(v) for k, v in doc["data"].items()})
+            if kind == "ScaledObject":
+                scaled_objects.append((path, doc))
+            if kind == "ConfigMap" and isinstance(doc.get("data"), dict) and "HERALD_DRAIN_SECONDS" in doc["data"]:
+                try:
+                    drain_seconds = int(str(doc["data"]["HERALD_DRAIN_SECONDS"]))
+                except ValueError:
+                    problem(path, f"HERALD_DRAIN_SECONDS is not a whole number: {doc['data']['HERALD_DRAIN_SECONDS']!r}")
+            if kind == "Deployment":
+                deployments.append((path, doc))
+
+    for name, places in sorted(variables.items()):
+        known = name in read_by_code or (name.startswith(PASS_THROUGH) and len(name) > len(PASS_THROUGH))
+        if not known:
+            problem(pathlib.Path(places[0].split(" ")[0]), f"sets {name}, which Herald does not read (a typo?); at {', '.join(places)}")
+        if name not in documented:
+            problem(pathlib.Path(places[0].split(" ")[0]),
+                    f"sets {name}, which docs/operations.md does not describe (add it to the configuration reference); at {', '.join(places)}")
+
+    group = k8s_config.get("HERALD_KAFKA_GROUP", "herald-workers")
+    for path, doc in scaled_objects:
+        for trigger in (doc.get("spec") or {}).get("triggers") or []:
+            if trigger.get("type") != "kafka":
+                continue
+            meta = trigger.get("metadata") or {}
+            label = f"KEDA trigger {trigger.get('name') or meta.get('topic')!r}"
+            for key, value in meta.items():
+                if not isinstance(value, str):
+                    problem(path, f"{label}: metadata {key} must be a string (quote it), not {value!r}")
+            brokers = k8s_config.get("HERALD_KAFKA_BROKERS")
+            if brokers and meta.get("bootstrapServers") != brokers:
+                problem(path, f"{label}: bootstrapServers {meta.get('bootstrapServers')!r} is not the ConfigMap's HERALD_KAFKA_BROKERS {brokers!r}")
+            lane = next((suffix for suffix in LANES if meta.get("consumerGroup") == group + suffix), None)
+            if lane is None:
+                problem(path, f"{label}: consumerGroup {meta.get('consumerGroup')!r} is none of the workers' groups "
+                              f"({', '.join(group + s for s in LANES)})")
+                continue
+            topics = [k8s_config.get(name, TOPIC_DEFAULTS[name]) for name in LANES[lane]]
+            if meta.get("topic") not in topics:
+                problem(path, f"{label}: group {meta.get('consumerGroup')} consumes {' and '.join(topics)}, not {meta.get('topic')!r}")
+
+    for path, doc in deployments:
+        spec = (((doc.get("spec") or {}).get("template") or {}).get("spec")) or {}
+        grace = spec.get("terminationGracePeriodSeconds", 30)
+        if not isinstance(grace, int) or grace < drain_seconds + GRACE_BEYOND_DRAIN:
+            problem(path, f"terminationGracePeriodSeconds {grace} is below HERALD_DRAIN_SECONDS ({drain_seconds}) + {GRACE_BEYOND_DRAIN}: SIGTERM would be cut short")
+        for container in spec.get("containers") or []:
+            probes = {k: ((container.get(k) or {}).get("httpGet") or {}).get("path") for k in ("livenessProbe", "readinessProbe")}
+            if probes["livenessProbe"] != "/healthz" or probes["readinessProbe"] != "/readyz":
+                problem(path, f"container {container.get('name')}: liveness should GET /healthz and readiness /readyz, not {probes}")
+
+    # Grafana dashboards.
+    metric_text = METRICS_SOURCE.read_text(encoding="utf-8") if METRICS_SOURCE.is_file() else ""
+    exposed = set(re.findall(r'"(herald_[a-z0-9_]+)"', metric_text))
+    if not exposed:
+        problem(METRICS_SOURCE, "found no metric names")
+    dashboards = sorted((DEPLOY / "grafana").glob("*.json")) if (DEPLOY / "grafana").is_dir() else []
+    if not dashboards:
+        problem(DEPLOY / "grafana", "no dashboard JSON")
+    queries = 0
+    for path in dashboards:
+        try:
+            dashboard = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            problem(path, f"not valid JSON: {error}")
+            continue
+        panels = dashboard.get("panels") if isinstance(dashboard, dict) else None
+        if not isinstance(panels, list) or not panels or not dashboard.get("title"):
+            problem(path, "not a Grafana dashboard (needs a title and a non-empty panels list)")
+            continue
+        ids = [p.get("id") for p in panels]
+        if len(ids) != len(set(ids)):
+            problem(path, "panel ids are not unique")
+        # Queries: each panel's targets (rows may nest panels) and the template variables'.
+        expressions = []
+        for panel in panels + [p for row in panels for p in (row.get("panels") or [])]:
+            for target in panel.get("targets") or []:
+                expressions.append((f"panel {panel.get('title')!r}", target.get("expr", "")))
+        for variable in (dashboard.get("templating") or {}).get("list") or []:
+            query = variable.get("query")
+            if isinstance(query, dict):
+                query = query.get("query")
+            if variable.get("type") == "query" and isinstance(query, str):
+                expressions.append((f"variable {variable.get('name')!r}", query))
+        for owner, expr in expressions:
+            queries += 1
+            for metric in re.findall(r"\bherald_[a-z0-9_]+", expr):
+                base = re.sub(r"_(bucket|sum|count)$", "", metric)
+                if metric not in exposed and base not in exposed:
+                    problem(path, f"{owner} queries {metric}, which WorkerMetrics does not expose")
+
+    if problems:
+        for line in problems:
+            print(f"check-deploy: {line}", file=sys.stderr)
+        print(f"check-deploy: FAILED: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    print(f"check-deploy: {len(yaml_files)} YAML files ({documents} documents), {len(dashboards)} dashboard(s) "
+          f"({queries} queries), {len(variables)} HERALD_* variables set, all read by Herald and in docs/operations.md; "
+          f"{len(read_by_code)} variables read by the code, all documented")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
