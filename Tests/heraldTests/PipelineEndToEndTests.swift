@@ -324,7 +324,19 @@ func waitForCompletion(_ fixture: PipelineFixture, job: String, audience: [Strin
                        since started: Date) async throws -> Double {
     let completed = try await fixture.wait(seconds: timeout) { !fixture.results.events(job: job, stage: .completed).isEmpty }
     let seconds = Date().timeIntervalSince(started)
-    try #require(completed, "\(job): no completed event within \(Int(timeout)) s; \(fixture.results.terminalCount(job: job)) of \(audience.count) terminal receipts; halted: \(fixture.results.events(job: job, stage: .halted).map(\.json.serializedString)); worker errors: \(fixture.workers.map { "\($0.id): \($0.errorLines(limit: 5))" })")
+    var waiting = ""
+    if !completed {
+        // What the unfinished shards are waiting for (parked retries), for the failure message.
+        let shards = try await fixture.pool.query("""
+            SELECT shard_no, state, sent, lease_holder, started_at::text FROM job_shards WHERE job_id = $1 AND state <> 'finished' ORDER BY shard_no
+            """, [job]).rows
+        let parked = try await fixture.pool.query("""
+            SELECT shard_no, subscription_id::text, attempts, next_attempt_at::text, first_attempt_at::text, last_reason
+            FROM shard_retries WHERE job_id = $1 ORDER BY next_attempt_at LIMIT 10
+            """, [job]).rows
+        waiting = "; unfinished shards (no, state, sent, holder, started): \(shards.map { $0.map { $0 ?? "-" } }); parked retries (shard, subscription, attempts, next, first, reason): \(parked.map { $0.map { $0 ?? "-" } })"
+    }
+    try #require(completed, "\(job): no completed event within \(Int(timeout)) s; \(fixture.results.terminalCount(job: job)) of \(audience.count) terminal receipts; halted: \(fixture.results.events(job: job, stage: .halted).map(\.json.serializedString))\(waiting); worker errors: \(fixture.workers.map { "\($0.id): \($0.errorLines(limit: 5))" })")
     _ = try await fixture.wait(seconds: 15) { fixture.results.terminalCount(job: job) >= audience.count }
     return seconds
 }
