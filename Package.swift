@@ -54,8 +54,10 @@ let package = Package(
         .testTarget(name: "HeraldWorkerTests", dependencies: ["HeraldWorker", "HeraldCore", "HeraldAPNs", "HeraldFCM", "HeraldHTTP2", "HeraldPostgres", "HeraldKafka", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldSimTests", dependencies: ["HeraldSim", "HeraldHTTP2", "HeraldCrypto", "HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
         // Runs the built `herald` binary as a subprocess (validate-job, migrate, dev-broker, send,
-        // tail, jobs); HeraldKafka and HeraldPostgres set up and read back what the commands touch.
-        .testTarget(name: "heraldTests", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldKafka", "HeraldPostgres", "HeraldSim", "HeraldTestSupport"], swiftSettings: swiftSettings),
+        // tail, jobs, and the end-to-end pipeline suite); HeraldKafka and HeraldPostgres set up and read
+        // back what the commands touch; HeraldSim for the simulators' unregistered-token rule.
+        .testTarget(name: "heraldTests", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldKafka", "HeraldPostgres", "HeraldSim", "HeraldTestSupport"],
+                    swiftSettings: swiftSettings),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -161,10 +161,14 @@ public struct JobRepository: Sendable {
     }
 
     /// Checkpoints progress in one transaction: the cursor and counts, the lease renewed, the
-    /// subscriptions to retry parked, and the retries that were resolved removed. Fails with
-    /// `leaseLost` (writing nothing) when another worker has taken the shard over.
+    /// subscriptions to retry parked, the retries that were resolved removed, and the tokens
+    /// found unregistered invalidated (with the counts that include them: invalidated before
+    /// the counts were saved, they would be left out of the audience a takeover resumes, and
+    /// so out of the job's totals). Fails with `leaseLost` (writing nothing) when another
+    /// worker has taken the shard over.
     public func checkpoint(_ lease: inout ShardLease, cursor: String?, counts: ShardCounts,
-                           park: [ParkedRetry] = [], resolved: [String] = []) async throws(PostgresError) {
+                           park: [ParkedRetry] = [], resolved: [String] = [],
+                           invalidations: (appID: String, batch: [TokenInvalidation])? = nil) async throws(PostgresError) {
         let current = lease
         let leaseMilliseconds = String(self.lease.milliseconds)
         try await pool.withTransaction { connection throws(PostgresError) in
@@ -195,6 +199,9 @@ public struct JobRepository: Sendable {
                 try await connection.query(
                     "DELETE FROM shard_retries WHERE job_id = $1 AND shard_no = $2::integer AND subscription_id = ANY($3::uuid[])",
                     [current.jobID, String(current.shardNo), SQLValue.array(resolved)])
+            }
+            if let invalidations, let statement = SubscriptionRepository.invalidation(appID: invalidations.appID, invalidations.batch) {
+                try await connection.query(statement.sql, statement.parameters)
             }
         }
         if let cursor { lease.cursor = cursor }

@@ -31,9 +31,17 @@ public struct SubscriptionRepository: Sendable {
     /// token was registered after the provider's timestamp. Returns the ids it invalidated.
     /// Idempotent, so retried on a lost connection.
     public func invalidate(appID: String, _ batch: [TokenInvalidation]) async throws(PostgresError) -> [String] {
+        guard let statement = SubscriptionRepository.invalidation(appID: appID, batch) else { return [] }
+        let rows = try await pool.query(statement.sql, statement.parameters)
+        return rows.rows.compactMap { $0.first ?? nil }.sorted()
+    }
+
+    /// The statement of ``invalidate(appID:_:)``, nil for nothing to do; shared with
+    /// `JobRepository.checkpoint`, which runs it inside a shard's checkpoint transaction.
+    static func invalidation(appID: String, _ batch: [TokenInvalidation]) -> (sql: String, parameters: [String?])? {
         let valid = batch.filter { SQLValue.isUUID($0.subscriptionID) }
-        if valid.isEmpty { return [] }
-        let rows = try await pool.query("""
+        if valid.isEmpty { return nil }
+        return ("""
             UPDATE subscriptions AS s
             SET invalidated_at = now(), invalidated_reason = u.reason, updated_at = now()
             FROM unnest($2::uuid[], $3::text[], $4::timestamptz[]) AS u(id, reason, at)
@@ -42,6 +50,5 @@ public struct SubscriptionRepository: Sendable {
             RETURNING s.id
             """, [appID, SQLValue.array(valid.map(\.subscriptionID)), SQLValue.array(valid.map(\.reason)),
                   SQLValue.array(valid.map { $0.providerTimestamp.map(SQLValue.timestamp) })])
-        return rows.rows.compactMap { $0.first ?? nil }.sorted()
     }
 }

@@ -17,16 +17,25 @@ public final class APNsSimulator: @unchecked Sendable {
     private let faults: SimulatorFaults
     private let maxConcurrentStreams: UInt32
     private let streamsBeforeToken: UInt32
+    /// Other bundle ids the key's team owns (see ``init(credentials:stats:faults:maxConcurrentStreams:streamsBeforeToken:teamBundleIDs:)``).
+    private let teamBundleIDs: Set<String>
     /// Tokens whose signature was checked: token → issued-at (verifying once per token, not per request).
     private let verifiedTokens = Mutex<[String: Int64]>([:])
     private let counter = Atomic<UInt64>(0)
     private let log: SimulatorLog
 
     /// Creates a simulator for the credentials' key, team and bundle.
+    ///
+    /// Every simulated device token belongs to the credentials' bundle. `teamBundleIDs` are other
+    /// apps of the same team: APNs accepts the provider token for their topics but answers
+    /// `DeviceTokenNotForTopic` for a device of another app, which is what a job sent with the
+    /// wrong (but owned) bundle id sees for every device. A topic the team does not own stays
+    /// `TopicDisallowed`.
     public init(credentials: SimulatorCredentials, stats: SimulatorStats, faults: SimulatorFaults, maxConcurrentStreams: UInt32,
-                streamsBeforeToken: UInt32 = 1, log: SimulatorLog = SimulatorLog()) throws(CryptoError) {
+                streamsBeforeToken: UInt32 = 1, log: SimulatorLog = SimulatorLog(), teamBundleIDs: Set<String> = []) throws(CryptoError) {
         self.log = log
         self.streamsBeforeToken = streamsBeforeToken
+        self.teamBundleIDs = teamBundleIDs
         self.credentials = credentials
         self.publicKey = try credentials.apnsKey.publicKey()
         self.stats = stats
@@ -90,7 +99,8 @@ public final class APNsSimulator: @unchecked Sendable {
             if let first = state.teamID, first != team { return reject(403, "InvalidProviderToken") }
             state.teamID = team
         }
-        guard topic == credentials.bundleID + suffix else {
+        let otherAppOfTeam = teamBundleIDs.contains { topic == $0 + suffix }
+        guard topic == credentials.bundleID + suffix || otherAppOfTeam else {
             if topic.hasPrefix(credentials.bundleID) { return reject(400, "BadTopic") }
             return reject(400, "TopicDisallowed")
         }
@@ -108,7 +118,8 @@ public final class APNsSimulator: @unchecked Sendable {
         }
         if pushType == "liveactivity", let problem = APNsSimulator.liveActivityProblem(payload) { return reject(400, problem) }
 
-        // Devices and faults.
+        // Devices and faults. Every simulated device belongs to the credentials' bundle.
+        if otherAppOfTeam { return reject(400, "DeviceTokenNotForTopic", violation: false) }
         if faults.unregistered.isUnregistered(token) {
             let timestamp = Int64(Date().timeIntervalSince1970 * 1000) - 60_000
             return reject(410, "Unregistered", violation: false, extra: ["timestamp": .int(timestamp)])

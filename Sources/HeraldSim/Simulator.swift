@@ -26,6 +26,9 @@ public final class Simulator: Sendable {
         public var fcmTokenLifetimeSeconds: Int64 = 3600
         /// Accepted requests kept per token for `GET /_sim/log` (0: no log).
         public var logPerToken = 0
+        /// Other APNs bundle ids of the key's team: pushes to them are answered
+        /// `DeviceTokenNotForTopic` (the devices belong to `apns.json`'s bundle).
+        public var apnsTeamBundleIDs: Set<String> = []
 
         /// Creates a configuration.
         public init(stateDirectory: URL) {
@@ -64,7 +67,8 @@ public final class Simulator: Sendable {
         self.apnsLog = apnsLog
         self.fcmLog = fcmLog
         let apns = try APNsSimulator(credentials: credentials, stats: apnsStats, faults: faults, maxConcurrentStreams: configuration.maxConcurrentStreams,
-                                     streamsBeforeToken: configuration.streamsBeforeToken, log: apnsLog)
+                                     streamsBeforeToken: configuration.streamsBeforeToken, log: apnsLog,
+                                     teamBundleIDs: configuration.apnsTeamBundleIDs)
         let fcm = try FCMSimulator(credentials: credentials, stats: fcmStats, faults: faults, tokenLifetimeSeconds: configuration.fcmTokenLifetimeSeconds,
                                    log: fcmLog)
         let refuseUntil = Date().addingTimeInterval(faults.refuseConnectionsForSeconds)

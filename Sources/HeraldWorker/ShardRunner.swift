@@ -336,8 +336,9 @@ final class ShardRun {
             for member in page {
                 if context.stop.isSet { break sweeping }
                 watermark.dispatched(member.id)
+                let (before, invalidationsBefore) = (counts, invalidations.count)
                 if resolveWithoutSending(member, attempts: 0, firstAttemptAt: .now) {
-                    watermark.resolved(member.id)
+                    resolveFirstAttempt(member.id, countsBefore: before, invalidationsBefore: invalidationsBefore)
                     continue
                 }
                 while running >= context.settings.window {
@@ -501,9 +502,26 @@ final class ShardRun {
                 entry.inFlight = false
                 parked[member.id] = entry
             }
+            let (before, invalidationsBefore) = (counts, invalidations.count)
             apply(outcome, to: member, provider: provider, attempts: attempts, firstAttemptAt: firstAttemptAt)
-            if !isRetry { watermark.resolved(member.id) }
+            if !isRetry { resolveFirstAttempt(member.id, countsBefore: before, invalidationsBefore: invalidationsBefore) }
         }
+    }
+
+    /// Hands a first attempt's outcome counts and token invalidation to the watermark, and
+    /// takes what the cursor passes: `counts` and `invalidations` (saved with the cursor at
+    /// checkpoints) then cover exactly the subscriptions up to the cursor. Counting an answer
+    /// beyond it at once counted it twice when a takeover resent from the cursor; invalidating
+    /// one beyond it left it out of the resumed audience, never counted. (Parked retries are
+    /// counted when they settle, in the checkpoint that deletes their `shard_retries` row.)
+    private func resolveFirstAttempt(_ id: String, countsBefore: ShardCounts, invalidationsBefore: Int) {
+        let settled = DeliveryWatermark.Settled(counts: counts.outcomes(since: countsBefore),
+                                                invalidations: Array(invalidations[invalidationsBefore...]))
+        counts = counts.removing(settled.counts)
+        invalidations.removeSubrange(invalidationsBefore...)
+        let passed = watermark.resolved(id, leaving: settled)
+        counts.add(passed.counts)
+        invalidations += passed.invalidations
     }
 
     private func apply(_ outcome: DeliveryOutcome, to member: AudienceMember, provider: Receipt.Provider, attempts: Int, firstAttemptAt: Timestamp) {
@@ -694,20 +712,19 @@ final class ShardRun {
                 && (sinceCheckpoint > 0 || !receipts.isEmpty || ContinuousClock.now - lastCheckpoint >= .seconds(10)))
     }
 
-    /// Makes progress durable, in this order: halts recorded, invalidations applied, receipts
-    /// acknowledged by Kafka, then the cursor, counts and parked subscriptions in one transaction
+    /// Makes progress durable, in this order: halts recorded, receipts acknowledged by Kafka,
+    /// then the cursor, counts, parked subscriptions and token invalidations in one transaction
     /// (which also renews the lease). A crash before the last step repeats the work since the
-    /// previous checkpoint, with the same receipt ids.
+    /// previous checkpoint, with the same receipt ids. (Invalidating before that transaction
+    /// lost subscriptions: a takeover resumes with the audience minus the invalidated ones, so
+    /// their counts, and their receipts if not yet published, were never made again.)
     func checkpoint() async throws {
         for (provider, reason) in pendingHalts {
             try await context.directory.recordHalt(appID: appID, provider: provider, reason: reason)
         }
         pendingHalts.removeAll()
-        if !invalidations.isEmpty {
-            _ = try await context.subscriptions.invalidate(appID: appID, invalidations)
-            invalidations.removeAll()
-        }
         if !tokenInvalidations.isEmpty {
+            // Live-activity tokens only (never a subscription): idempotent, safe before the receipts.
             try await source.invalidateTokens(appID: appID, subscriptionIDs: tokenInvalidations)
             tokenInvalidations.removeAll()
         }
@@ -721,7 +738,8 @@ final class ShardRun {
         var current = lease
         let result: Result<Void, PostgresError>
         do throws(PostgresError) {
-            try await context.jobs.checkpoint(&current, cursor: watermark.cursor, counts: counts, park: park, resolved: resolved)
+            try await context.jobs.checkpoint(&current, cursor: watermark.cursor, counts: counts, park: park, resolved: resolved,
+                                              invalidations: invalidations.isEmpty ? nil : (appID, invalidations))
             result = .success(())
         } catch {
             result = .failure(error)
@@ -731,6 +749,7 @@ final class ShardRun {
             throw error
         }
         lease = current
+        invalidations.removeAll()
         for entry in dirty {
             parked[entry.member.id]?.dirty = false
             parked[entry.member.id]?.persisted = true

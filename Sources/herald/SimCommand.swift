@@ -7,8 +7,10 @@ enum SimCommand {
     usage: herald sim --state-dir DIR [--apns-port P] [--fcm-port Q] [--max-streams N] [--streams-before-token N] [--threads T]
                       [--unregistered-share X] [--rate-429 X] [--rate-5xx X] [--retry-after S]
                       [--goaway-every N] [--reset-every N] [--latency-ms MS] [--stall-rate X]
-                      [--refuse-connections-for S] [--fcm-token-ttl S] [--log N]
+                      [--refuse-connections-for S] [--fcm-token-ttl S] [--log N] [--team-bundle-id ID ...]
            herald sim token --state-dir DIR
+      --team-bundle-id: another bundle id of the APNs key's team (repeatable); the simulated devices
+      belong to apns.json's bundle, so pushes to it are answered DeviceTokenNotForTopic.
     """
 
     static func run(_ arguments: [String]) -> Int32 {
@@ -35,6 +37,7 @@ enum SimCommand {
         configuration.faults.latencyMilliseconds = options.int("--latency-ms", in: 0...600_000) ?? 0
         configuration.faults.stallRate = options.double("--stall-rate", in: 0...1) ?? 0
         configuration.faults.refuseConnectionsForSeconds = options.double("--refuse-connections-for", in: 0...86_400) ?? 0
+        configuration.apnsTeamBundleIDs = Set(options.strings("--team-bundle-id"))
         guard options.finish() else { return 64 }
 
         let signals = SignalSet.blocking([SIGTERM, SIGINT])

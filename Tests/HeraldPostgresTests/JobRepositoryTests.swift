@@ -97,6 +97,37 @@ struct JobRepositoryTests {
         await database.tearDown(pool)
     }
 
+    /// Tokens found unregistered are invalidated by the checkpoint that saves their counts, and
+    /// not at all by a holder that lost the lease (the new holder resends and invalidates them).
+    @Test func checkpointInvalidatesTokensWithItsCounts() async throws {
+        let (database, pool) = try await TestDatabase.migrated()
+        let jobs = JobRepository(pool: pool)
+        _ = try await insertJob(jobs, "job-invalidate")
+        let ids = (0..<2).map { "00000000-0000-4000-8000-00000000000\($0)" }
+        for id in ids {
+            try await pool.query("INSERT INTO subscriptions (id, app_id, platform, token, token_updated_at) VALUES ($1::uuid, 'app', 'ios', 'aa', now())", [id], idempotent: false)
+        }
+        let range = SubscriptionRange(from: Shard.minimumID, to: nil)
+        guard case .claimed(var a) = try await jobs.claim(jobID: "job-invalidate", shardNo: 0, shardCount: 1, range: range, holder: "a") else {
+            Issue.record("first claim must succeed"); return
+        }
+        try await jobs.checkpoint(&a, cursor: ids[0], counts: ShardCounts(sent: 1, unregistered: 1),
+                                  invalidations: ("app", [TokenInvalidation(subscriptionID: ids[0], reason: "Unregistered")]))
+        try await pool.query("UPDATE job_shards SET lease_expires_at = now() - interval '1 second' WHERE job_id = 'job-invalidate'", idempotent: false)
+        guard case .claimed = try await jobs.claim(jobID: "job-invalidate", shardNo: 0, shardCount: 1, range: range, holder: "b") else {
+            Issue.record("an expired lease is taken over"); return
+        }
+        await #expect {
+            try await jobs.checkpoint(&a, cursor: ids[1], counts: ShardCounts(sent: 2, unregistered: 2),
+                                      invalidations: ("app", [TokenInvalidation(subscriptionID: ids[1], reason: "Unregistered")]))
+        } throws: { error in
+            (error as? PostgresError)?.code == .leaseLost
+        }
+        let rows = try await pool.query("SELECT id::text, invalidated_at IS NOT NULL FROM subscriptions ORDER BY id").rows
+        #expect(rows == [[ids[0], "t"], [ids[1], "f"]])
+        await database.tearDown(pool)
+    }
+
     @Test func planCreatesShardsIdempotently() async throws {
         let (database, pool) = try await TestDatabase.migrated()
         let jobs = JobRepository(pool: pool)

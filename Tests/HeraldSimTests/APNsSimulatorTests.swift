@@ -96,6 +96,27 @@ import Testing
         client.shutdown()
     }
 
+    /// A push to another app of the same team (a wrong but owned bundle id) is refused per device
+    /// with DeviceTokenNotForTopic, which is what makes every token of a job look invalid; a
+    /// topic the team does not own stays TopicDisallowed.
+    @Test func anotherAppOfTheTeamGetsDeviceTokenNotForTopic() async throws {
+        let fixture = try SimulatorFixture(apnsTeamBundleIDs: ["dev.herald.other"])
+        let client = try fixture.client(port: fixture.simulator.apnsPort)
+        func send(topic: String, pushType: String = "alert") async throws -> (Int, String?) {
+            var request = try fixture.apnsRequest(token: SimulatorFixture.deviceToken(3), pushType: pushType)
+            request.headers = request.headers.map { $0.name == "apns-topic" ? HeaderField("apns-topic", topic) : $0 }
+            let response = try await client.send(request)
+            return (response.status, SimulatorFixture.reason(response))
+        }
+        #expect(try await send(topic: "dev.herald.other") == (400, "DeviceTokenNotForTopic"))
+        #expect(try await send(topic: "dev.herald.other.voip", pushType: "voip") == (400, "DeviceTokenNotForTopic"))
+        #expect(try await send(topic: "com.stranger.app") == (400, "TopicDisallowed"))
+        #expect(try await send(topic: fixture.simulator.credentials.bundleID) == (200, nil))
+        let stats = fixture.simulator.apnsStats.snapshot
+        #expect(stats.accepted == 1 && stats.reasons["DeviceTokenNotForTopic"] == 2 && stats.violations == 1)
+        client.shutdown()
+    }
+
     /// GOAWAY after every 100 requests during 20,000: every request answered once, every token
     /// delivered exactly once (refused streams are resent, processed ones are not).
     @Test func goawayEveryHundredLosesAndDuplicatesNothing() async throws {

@@ -10,10 +10,12 @@ final class SimulatorFixture: @unchecked Sendable {
     let loop: EventLoop
     let directory: URL
 
-    init(faults: SimulatorFaults = SimulatorFaults(), maxConcurrentStreams: UInt32 = 1000, streamsBeforeToken: UInt32 = 1, logPerToken: Int = 0) throws {
+    init(faults: SimulatorFaults = SimulatorFaults(), maxConcurrentStreams: UInt32 = 1000, streamsBeforeToken: UInt32 = 1, logPerToken: Int = 0,
+         apnsTeamBundleIDs: Set<String> = []) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-sim-\(UUID().uuidString)")
         var configuration = Simulator.Configuration(stateDirectory: directory)
         configuration.logPerToken = logPerToken
+        configuration.apnsTeamBundleIDs = apnsTeamBundleIDs
         configuration.faults = faults
         configuration.maxConcurrentStreams = maxConcurrentStreams
         configuration.streamsBeforeToken = streamsBeforeToken

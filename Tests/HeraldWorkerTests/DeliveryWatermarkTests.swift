@@ -1,4 +1,5 @@
 import HeraldCore
+import HeraldPostgres
 @testable import HeraldWorker
 import Testing
 
@@ -113,5 +114,20 @@ import Testing
         #expect(mismatches.isEmpty, "\(mismatches)")
         #expect(watermark.cursor == ids[count - 1])
         #expect(watermark.outstanding == 0)
+    }
+
+    /// Outcome counts and invalidations come back only as the cursor passes them, so a
+    /// checkpoint's counts cover exactly the subscriptions up to its cursor (a takeover resends
+    /// and recounts the rest, and must find them not yet invalidated).
+    @Test func settlementsAreHandedBackWhenTheCursorPassesThem() {
+        var watermark = DeliveryWatermark()
+        for index in 0..<3 { watermark.dispatched(Self.id(index)) }
+        let gone = TokenInvalidation(subscriptionID: Self.id(1), reason: "Unregistered")
+        #expect(watermark.resolved(Self.id(2), leaving: .init(counts: ShardCounts(accepted: 1))) == .init())
+        #expect(watermark.resolved(Self.id(1), leaving: .init(counts: ShardCounts(unregistered: 1), invalidations: [gone])) == .init())
+        #expect(watermark.cursor == nil)
+        let passed = watermark.resolved(Self.id(0), leaving: .init(counts: ShardCounts(failed: 1)))
+        #expect(passed == .init(counts: ShardCounts(accepted: 1, unregistered: 1, failed: 1), invalidations: [gone]))
+        #expect(watermark.cursor == Self.id(2))
     }
 }
