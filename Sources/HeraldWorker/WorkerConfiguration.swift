@@ -39,6 +39,7 @@ public struct WorkerConfiguration: Sendable {
     public var jobConcurrency: Int = 16
     /// Shard pacing: `HERALD_SEND_WINDOW` (sends in flight per shard, default 256),
     /// `HERALD_RETRY_MAX_ATTEMPTS` (8), `HERALD_RETRY_MAX_AGE_SECONDS` (86400),
+    /// `HERALD_RETRY_QUOTA_SECONDS` (first wait after FCM's QUOTA_EXCEEDED, 60 as Google asks),
     /// `HERALD_DRAIN_SECONDS` (on SIGTERM, how long sends in flight may take, default 10).
     public var shard = ShardSettings()
     /// `HERALD_INVALIDATION_WINDOW` (answers, default 200) and `HERALD_INVALIDATION_THRESHOLD`
@@ -127,6 +128,7 @@ public struct WorkerConfiguration: Sendable {
         shard.window = try integer("HERALD_SEND_WINDOW", 1...10_000, default: 256)
         shard.retry.maximumAttempts = try integer("HERALD_RETRY_MAX_ATTEMPTS", 1...100, default: 8)
         shard.retry.maximumAgeSeconds = Int64(try integer("HERALD_RETRY_MAX_AGE_SECONDS", 1...30 * 86_400, default: 86_400))
+        shard.retry.backoff.quotaBaseSeconds = Double(try integer("HERALD_RETRY_QUOTA_SECONDS", 1...3600, default: 60))
         shard.drainDeadline = .seconds(try integer("HERALD_DRAIN_SECONDS", 0...600, default: 10))
         invalidationWindow = try integer("HERALD_INVALIDATION_WINDOW", 1...100_000, default: 200)
         if let text = environment["HERALD_INVALIDATION_THRESHOLD"], !text.isEmpty {

@@ -200,6 +200,8 @@ final class PipelineFixture {
             environment["HERALD_KAFKA_PROPERTY_SESSION_TIMEOUT_MS"] = "6000"
             environment["HERALD_KAFKA_PROPERTY_HEARTBEAT_INTERVAL_MS"] = "500"
             environment["HERALD_KAFKA_PROPERTY_TOPIC_METADATA_REFRESH_INTERVAL_MS"] = "1000"
+            // Metrics reports every second, so a test reads a job's totals there soon after it ends.
+            environment["HERALD_METRICS_INTERVAL_SECONDS"] = "1"
             environment.merge(extra) { _, new in new }
             let worker = try WorkerProcess(binary: services.binary, id: environment["HERALD_WORKER_ID"]!, environment: environment, logs: directory)
             workers.append(worker)
@@ -392,9 +394,12 @@ final class SimProcess: BackgroundProcess, @unchecked Sendable {
 /// One `herald run`.
 final class WorkerProcess: BackgroundProcess, @unchecked Sendable {
     let id: String
+    /// Where its `/metrics`, `/healthz` and `/readyz` answer.
+    let httpPort: Int?
 
     init(binary: URL, id: String, environment: [String: String], logs: URL) throws {
         self.id = id
+        httpPort = environment["HERALD_HTTP_PORT"].flatMap { Int($0) }
         try super.init(binary: binary, arguments: ["run"], environment: environment, logs: logs, label: id)
     }
 
