@@ -6,7 +6,8 @@ import HeraldHTTP2
 import HeraldPostgres
 
 /// One parser fed arbitrary bytes. A target returns normally for every input, valid or not;
-/// a crash, a hang or a sanitizer report is the failure (scripts/fuzz).
+/// a crash, a hang or a sanitizer report is the failure (scripts/fuzz). The `fatalError`s below
+/// are this harness's own checks failing on purpose, so libFuzzer keeps the input.
 enum FuzzTarget: String, CaseIterable, Sendable {
     case job
     case message
