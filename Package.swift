@@ -41,6 +41,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Fuzz targets over every parser of outside input (scripts/fuzz builds it with libFuzzer and
+        // ASan); a plain build replays files through a target. Not part of the `herald` binary.
+        .executableTarget(
+            name: "HeraldFuzz",
+            dependencies: ["HeraldCore", "HeraldCrypto", "HeraldHTTP2", "HeraldAPNs", "HeraldFCM", "HeraldPostgres"],
+            swiftSettings: swiftSettings
+        ),
+
         // Shared by the test targets only: service URLs from scripts/test, the repository root, subprocesses.
         .target(name: "HeraldTestSupport", path: "Tests/HeraldTestSupport", swiftSettings: swiftSettings),
 
