@@ -206,12 +206,17 @@ import Testing
     }
 
     @Test func atMost64ConnectionsAreServedAtOnce() async throws {
-        let server = Self.makeServer()
+        // Long idle and head timeouts, so the silent clients keep their slots however slowly a
+        // loaded machine runs this test (with the default 5 s they could be dropped meanwhile).
+        var limits = HealthServerLimits()
+        limits.idleTimeout = .seconds(120)
+        limits.headTimeout = .seconds(120)
+        let server = Self.makeServer(limits: limits)
         try server.start()
         defer { server.stop() }
         let port = server.port
-        // 64 silent clients fill every slot (for the default 5 s idle timeout); the 65th waits in
-        // the listen backlog, behind them, and is not answered meanwhile.
+        // 64 silent clients fill every slot; the 65th waits in the listen backlog, behind them,
+        // and is not answered meanwhile.
         let silent: [Int32] = await withCheckedContinuation { continuation in
             Thread.detachNewThread {
                 var fds: [Int32] = []
