@@ -25,8 +25,9 @@ enum CommandKafka {
     }
 
     /// Reads `topic` from the start with a fresh group until `count` messages came or
-    /// `seconds` passed (then fewer come back; a test that expects none waits it out).
-    static func read(_ topic: String, count: Int, seconds: Double = 15) async throws -> [KafkaMessage] {
+    /// `seconds` passed (then fewer come back; a test that expects none waits it out),
+    /// then keeps reading `thenWatch` seconds more so a test can see that nothing else follows.
+    static func read(_ topic: String, count: Int, seconds: Double = 15, thenWatch: Double = 0) async throws -> [KafkaMessage] {
         var configuration = try configuration()
         configuration.properties["session.timeout.ms"] = "6000"
         configuration.properties["heartbeat.interval.ms"] = "500"
@@ -35,6 +36,13 @@ enum CommandKafka {
         var messages: [KafkaMessage] = []
         let deadline = Date().addingTimeInterval(seconds)
         while messages.count < count && Date() < deadline {
+            if let message = try await consumer.poll(timeoutMilliseconds: 200) {
+                messages.append(message)
+                consumer.markProcessed(message)
+            }
+        }
+        let watchEnd = Date().addingTimeInterval(thenWatch)
+        while thenWatch > 0 && Date() < watchEnd {
             if let message = try await consumer.poll(timeoutMilliseconds: 200) {
                 messages.append(message)
                 consumer.markProcessed(message)
