@@ -93,9 +93,18 @@ public struct APNsNotification: Sendable, Equatable {
         var bytes = Array(SHA256.hash(Array("herald-apns-id\u{0}\(jobID)\u{0}\(subscriptionID)".utf8)).prefix(16))
         bytes[6] = (bytes[6] & 0x0F) | 0x50
         bytes[8] = (bytes[8] & 0x3F) | 0x80
-        let hex = Hex.encode(bytes).lowercased()
-        let characters = Array(hex)
-        let groups = [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }
-        return groups.joined(separator: "-")
+        // 8-4-4-4-12 lower-case hex digits, written in one pass.
+        var text = [UInt8]()
+        text.reserveCapacity(36)
+        for (index, byte) in bytes.enumerated() {
+            if index == 4 || index == 6 || index == 8 || index == 10 { text.append(UInt8(ascii: "-")) }
+            text.append(hexDigit(byte >> 4))
+            text.append(hexDigit(byte & 0x0F))
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? 0x30 + nibble : 0x57 + nibble
     }
 }

@@ -188,6 +188,55 @@ public struct Receipt: Sendable, Equatable {
         }
     }
 
+    /// The message document serialised, byte for byte what `json.serializedBytes()` gives
+    /// (members in sorted key order) without building the tree: a worker writes one per
+    /// notification.
+    public func serializedBytes() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(320)
+        var first = true
+        func key(_ name: StaticString) {
+            out.append(first ? UInt8(ascii: "{") : UInt8(ascii: ","))
+            first = false
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+            out.append(contentsOf: "\":".utf8)
+        }
+        func string(_ name: StaticString, _ value: String?) {
+            guard let value else { return }
+            key(name)
+            JSONValue.writeString(value, into: &out)
+        }
+        func integer<I: BinaryInteger>(_ name: StaticString, _ value: I?) {
+            guard let value else { return }
+            key(name)
+            out.append(contentsOf: String(value).utf8)
+        }
+        string("action_id", actionID)
+        string("app_id", appID)
+        string("at", at.rfc3339)
+        integer("attempts", attempts)
+        integer("audience_estimate", audienceEstimate)
+        string("id", id)
+        string("job_id", jobID)
+        string("platform", platform?.rawValue)
+        string("provider", provider?.rawValue)
+        string("provider_id", providerID)
+        string("provider_reason", providerReason)
+        string("reason", reason?.rawValue)
+        string("schema", Receipt.schemaName)
+        integer("shard_count", shardCount)
+        string("stage", stage.rawValue)
+        string("subscription_id", subscriptionID)
+        if let totals {
+            key("totals")
+            out.append(contentsOf: "{\"accepted\":\(totals.accepted),\"dropped\":\(totals.dropped),\"failed\":\(totals.failed),\"unregistered\":\(totals.unregistered)}".utf8)
+        }
+        string("until", until?.rfc3339)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
     /// The message document.
     public var json: JSONValue {
         var members: [String: JSONValue] = [

@@ -34,7 +34,7 @@ public final class ReceiptPublisher: Sendable {
     /// id, job-level events by job id (DESIGN §1).
     public func publish(_ receipts: [Receipt]) async throws(PublishError) {
         try await send(receipts.map { receipt in
-            KafkaProducerMessage(topic: topics.results, key: Array(receipt.messageKey.utf8), value: receipt.json.serializedBytes())
+            KafkaProducerMessage(topic: topics.results, key: Array(receipt.messageKey.utf8), value: receipt.serializedBytes())
         })
     }
 

@@ -21,6 +21,9 @@ import Testing
         let id = APNsNotification.apnsID(jobID: "job-7", subscriptionID: APNsNotificationTests.subscription)
         #expect(Identifiers.isUUID(id))
         #expect(id == id.lowercased())
+        // SHA-256("herald-apns-id\0job-7\0<subscription>")[0..<16] with the version-5 and variant
+        // bits, as computed independently by Python's hashlib and uuid.
+        #expect(id == "ead67003-dd43-56de-b5d9-ad68c8e41a68")
         #expect(id == APNsNotification.apnsID(jobID: "job-7", subscriptionID: APNsNotificationTests.subscription))
         #expect(id != APNsNotification.apnsID(jobID: "job-8", subscriptionID: APNsNotificationTests.subscription))
         #expect(id != APNsNotification.apnsID(jobID: "job-7", subscriptionID: "1b6c3a2e-4f1d-4a8e-9c2b-5d7e8f901234"))

@@ -40,6 +40,33 @@ import HeraldCore
         }
     }
 
+    @Test func directSerialisationIsTheDocumentByteForByte() {
+        var receipts: [Receipt] = []
+        for stage in Receipt.Stage.allCases {
+            var receipt = Receipt(jobID: "job-\"1\"", appID: "demo", stage: stage, at: Timestamp(seconds: 1_796_232_859, nanoseconds: 5_000_000))
+            if !stage.isJobLevel {
+                receipt.subscriptionID = sub
+                receipt.platform = .ios
+            }
+            receipts.append(receipt)
+            var full = receipt
+            full.reason = .retriesExhausted
+            full.providerReason = "BadDeviceToken\n\u{1}\\ é 😀"
+            full.providerID = "apns-id-1"
+            full.attempts = 3
+            full.until = Timestamp(seconds: 1_796_240_000)
+            full.actionID = "buy"
+            full.provider = .fcm
+            full.audienceEstimate = 1_000_000
+            full.shardCount = 20
+            full.totals = Receipt.Totals(accepted: 5, unregistered: 1, failed: 0, dropped: 2)
+            receipts.append(full)
+        }
+        for receipt in receipts {
+            #expect(receipt.serializedBytes() == receipt.json.serializedBytes(), "\(receipt.stage)")
+        }
+    }
+
     @Test func stageSpecificMembersAreRequired() throws {
         let failed = Receipt(jobID: "j", appID: "a", stage: .failed, subscriptionID: sub, at: Timestamp(seconds: 0))
         #expect(throws: ValidationError(at: JSONPath.root.appending("reason"), "is required for stage failed")) {
