@@ -130,6 +130,12 @@ public final class APNsClient: Sendable {
         }
     }
 
+    /// Connections open right now, to both environments (for the `herald_open_connections` gauge).
+    public func openConnections() async -> Int {
+        let production = await self.production.statistics().openConnections
+        return production + (await sandbox.statistics().openConnections)
+    }
+
     /// Closes every connection.
     public func shutdown() {
         production.shutdown()

@@ -9,13 +9,17 @@ public struct MetricsPublisher: Sendable {
     let publisher: ReceiptPublisher
     let log: WorkerLog
     let interval: Duration
+    /// Reads the gauges kept elsewhere (open connections, rebalances) into `metrics` before each report.
+    let refresh: @Sendable () async -> Void
 
     /// A publisher of `metrics`' figures.
-    public init(metrics: WorkerMetrics, publisher: ReceiptPublisher, log: WorkerLog, interval: Duration = .seconds(10)) {
+    public init(metrics: WorkerMetrics, publisher: ReceiptPublisher, log: WorkerLog, interval: Duration = .seconds(10),
+                refresh: @escaping @Sendable () async -> Void = {}) {
         self.metrics = metrics
         self.publisher = publisher
         self.log = log
         self.interval = interval
+        self.refresh = refresh
     }
 
     /// Publishes until `stop` is set, then once more for the last partial window.
@@ -27,6 +31,7 @@ public struct MetricsPublisher: Sendable {
             while ContinuousClock.now < wake && !stop.isSet {
                 try? await Task.sleep(for: .milliseconds(100))
             }
+            await refresh()
             let current = metrics.snapshot()
             let now = ContinuousClock.now
             let elapsed = now - windowStart

@@ -159,6 +159,14 @@ public final class AppDelivery: Sendable {
         }
     }
 
+    /// Connections open right now, by provider (FCM counts its token host too).
+    func openConnections() async -> [Receipt.Provider: Int] {
+        var open: [Receipt.Provider: Int] = [:]
+        if case .success(let client) = apns { open[.apns] = await client.openConnections() }
+        for client in http { open[.fcm, default: 0] += await client.statistics().openConnections }
+        return open
+    }
+
     /// Whether the credentials are the same as `other`'s (the clients can be kept).
     func hasSameCredentials(as other: AppSettings) -> Bool {
         settings.apns == other.apns && settings.fcm == other.fcm
@@ -278,6 +286,18 @@ public final class ProviderDirectory: Sendable {
     /// caller has marked it on its ``AppDelivery`` already, so this worker stops at once.
     public func recordHalt(appID: String, provider: Receipt.Provider, reason: String) async throws(PostgresError) {
         try await apps.setHalt(appID: appID, provider: provider.rawValue, reason: reason)
+    }
+
+    /// Connections open right now to each provider, over every app this worker has loaded (the
+    /// `herald_open_connections` gauge). Clients replaced after a credential change and still
+    /// finishing their requests are not counted.
+    public func openConnections() async -> [Receipt.Provider: Int] {
+        let deliveries = cache.withLock { $0.values.map(\.delivery) }
+        var open: [Receipt.Provider: Int] = [.apns: 0, .fcm: 0]
+        for delivery in deliveries {
+            for (provider, count) in await delivery.openConnections() { open[provider, default: 0] += count }
+        }
+        return open
     }
 
     /// Closes every app's connections.

@@ -153,7 +153,15 @@ public final class Worker: Sendable {
             throw WorkerStartError(message: "HERALD_KAFKA_BROKERS: cannot join the consumer groups: \(error)", exitStatus: 69)
         }
 
-        // 4. Health and metrics.
+        // 4. Health and metrics. Two figures live elsewhere and are read in when asked for: the
+        // consumers' partition assignments (rebalances) and the provider pools' open connections.
+        let gaugeMetrics = self.metrics
+        let refreshGauges: @Sendable () async -> Void = {
+            gaugeMetrics.setRebalances(lanes.reduce(0) { $0 + $1.consumer.statistics.assignments })
+            for (provider, open) in await directory.openConnections() {
+                gaugeMetrics.setOpenConnections(provider: provider.rawValue, open)
+            }
+        }
         var health: HealthServer?
         if configuration.httpPort != 0 {
             let metrics = self.metrics
@@ -171,6 +179,7 @@ public final class Worker: Sendable {
                     }
                     return HealthServer.Response(status: 200, body: "ready\n")
                 case "/metrics":
+                    await refreshGauges()
                     return HealthServer.Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.prometheusText())
                 default:
                     return HealthServer.Response(status: 404, body: "not found\n")
@@ -213,7 +222,8 @@ public final class Worker: Sendable {
             tasks.addTask { await scheduler.run(stop: stop) }
             let sweeper = RetentionSweeper(pool: pool, retentionDays: configuration.retentionDays, log: log)
             tasks.addTask { await sweeper.run(stop: stop) }
-            let reports = MetricsPublisher(metrics: metrics, publisher: publisher, log: log, interval: configuration.metricsInterval)
+            let reports = MetricsPublisher(metrics: metrics, publisher: publisher, log: log, interval: configuration.metricsInterval,
+                                          refresh: refreshGauges)
             tasks.addTask { await reports.run(stop: stop) }
             // The stopper: waits for the signal, lets work in hand checkpoint, then closes the
             // consumers (which commits what is done and ends their message streams).

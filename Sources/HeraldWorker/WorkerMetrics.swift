@@ -230,8 +230,9 @@ public final class WorkerMetrics: Sendable {
     public func kafkaError() { state.withLock { $0.kafkaErrors += 1 } }
     /// Counts a PostgreSQL error.
     public func postgresError() { state.withLock { $0.postgresErrors += 1 } }
-    /// Counts a consumer-group rebalance.
-    public func rebalance() { state.withLock { $0.rebalances += 1 } }
+    /// Sets the rebalance counter to the partition assignments this worker's consumers have
+    /// received so far (each rebalance ends in one per consumer; the first join counts).
+    public func setRebalances(_ total: Int) { state.withLock { $0.rebalances = max($0.rebalances, total) } }
 
     /// Moves the in-flight gauge by `delta` (+1 when a send starts, -1 when it is answered).
     public func adjustInFlight(_ delta: Int) { state.withLock { $0.inFlight += delta } }

@@ -19,6 +19,19 @@ import Testing
         return try APNsNotification.forJob(job, target: target(index), now: .now)
     }
 
+    @Test func openConnectionsCountsBothEnvironments() async throws {
+        let fixture = try APNsSimulatorFixture()
+        #expect(await fixture.client.openConnections() == 0, "connections open on demand")
+        let production = try APNsNotification.forJob(try APNsNotificationTests.job("notification", #""content":{"title":"Hi"}"#),
+                                                     target: target(1, sandbox: false), now: .now)
+        #expect(await fixture.client.send(production) == .accepted(apnsID: production.apnsID))
+        #expect(await fixture.client.openConnections() == 1)
+        let sandbox = try APNsNotification.forJob(try APNsNotificationTests.job("notification", #""content":{"title":"Hi"}"#),
+                                                  target: target(2, sandbox: true), now: .now)
+        #expect(await fixture.client.send(sandbox) == .accepted(apnsID: sandbox.apnsID))
+        #expect(await fixture.client.openConnections() == 2, "one to each environment's host")
+    }
+
     @Test func everyPushTypeIsAccepted() async throws {
         let fixture = try APNsSimulatorFixture()
         let jobs: [(APNsPushType, Job)] = [

@@ -125,7 +125,8 @@ import Testing
         metrics.kafkaError()
         metrics.postgresError()
         metrics.postgresError()
-        metrics.rebalance()
+        metrics.setRebalances(2)
+        metrics.setRebalances(1)
         metrics.adjustInFlight(10)
         metrics.adjustInFlight(-3)
         metrics.setOpenConnections(provider: "apns", 4)
@@ -141,7 +142,7 @@ import Testing
         #expect(snapshot.shardsStarted == 5 && snapshot.shardsFinished == 4)
         #expect(snapshot.deadLetters == 1)
         #expect(snapshot.deviceEvents == ["received": 2, "confirmed": 0, "clicked": 1])
-        #expect(snapshot.kafkaErrors == 1 && snapshot.postgresErrors == 2 && snapshot.rebalances == 1)
+        #expect(snapshot.kafkaErrors == 1 && snapshot.postgresErrors == 2 && snapshot.rebalances == 2, "a counter never goes back")
         #expect(snapshot.inFlight == 7)
         #expect(snapshot.openConnections == ["apns": 2, "fcm": 0])
 
@@ -156,7 +157,7 @@ import Testing
         #expect(Self.value(samples, "herald_device_events_total", ["type": "received"]) == 2)
         #expect(Self.value(samples, "herald_kafka_errors_total") == 1)
         #expect(Self.value(samples, "herald_postgres_errors_total") == 2)
-        #expect(Self.value(samples, "herald_rebalances_total") == 1)
+        #expect(Self.value(samples, "herald_rebalances_total") == 2)
         #expect(Self.value(samples, "herald_in_flight") == 7)
         #expect(Self.value(samples, "herald_open_connections", ["provider": "apns"]) == 2)
         // A fresh worker shows zeros for the known series, so dashboards and rate() see them at once.

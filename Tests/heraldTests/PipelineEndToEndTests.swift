@@ -33,24 +33,36 @@ struct PipelineEndToEndTests {
 
             // /metrics is scraped while the job runs (issue 11): it answers, in the text format,
             // with counters that only grow.
-            let scraping = Task { () -> [Int] in
+            // The gauges kept outside the counters are fed too: open provider connections and
+            // the consumers' rebalances.
+            let scraping = Task { () -> (totals: [Int], connections: [String: Int], rebalances: Int) in
                 var seen: [Int] = []
+                var connections: [String: Int] = [:]
+                var rebalances = 0
                 while !Task.isCancelled {
                     if let text = try? await scrape(workers), let total = prometheusSum(text, metric: "herald_notifications_total") {
                         seen.append(total)
+                        for provider in ["apns", "fcm"] {
+                            let open = prometheusSum(text, metric: "herald_open_connections", label: "provider=\"\(provider)\"") ?? 0
+                            connections[provider] = max(connections[provider] ?? 0, open)
+                        }
+                        rebalances = max(rebalances, prometheusSum(text, metric: "herald_rebalances_total") ?? 0)
                     }
                     try? await Task.sleep(for: .milliseconds(700))
                 }
-                return seen
+                return (seen, connections, rebalances)
             }
             let first = try await runJob(fixture, id: "e2e-all-1", audience: audience, timeout: 300)
             scraping.cancel()
-            let scraped = await scraping.value
+            let (scraped, openConnections, rebalances) = await scraping.value
             let figures = try await checkDelivery(fixture, job: "e2e-all-1", audience: audience, seconds: first,
                                                   unregistered: UnregisteredShare(0.01), exactSimulatorCounts: true)
             report("1 all", ["devices": 100_000, "audience": audience.count, "seed_s": seedSeconds] + figures)
             #expect(scraped.count >= 2 && scraped.contains { $0 > 0 }, "/metrics scraped during the job: \(scraped)")
             #expect(scraped == scraped.sorted(), "counters only grow: \(scraped)")
+            #expect((1...16).contains(openConnections["apns"] ?? 0) && (1...16).contains(openConnections["fcm"] ?? 0),
+                    "open connections seen during the job (2 workers × 4 per host, FCM with its token host): \(openConnections)")
+            #expect(rebalances >= 2, "the job and shard consumers were assigned partitions: \(rebalances)")
 
             // After the job the counters add up to the receipts, on /metrics and on the metrics topic.
             let receipts = fixture.results.terminalReceipts(job: "e2e-all-1")
@@ -554,10 +566,11 @@ func scrape(_ workers: [WorkerProcess]) async throws -> String {
 }
 
 /// The sum of a counter's samples over every label set (or those with `outcome`); nil when absent.
-func prometheusSum(_ text: String, metric: String, outcome: String? = nil) -> Int? {
+func prometheusSum(_ text: String, metric: String, outcome: String? = nil, label: String? = nil) -> Int? {
     var sum: Double?
     for line in text.split(separator: "\n") where line.hasPrefix(metric + "{") || line.hasPrefix(metric + " ") {
         if let outcome, !line.contains("outcome=\"\(outcome)\"") { continue }
+        if let label, !line.contains(label) { continue }
         guard let value = line.split(separator: " ").last.flatMap({ Double($0) }) else { continue }
         sum = (sum ?? 0) + value
     }
