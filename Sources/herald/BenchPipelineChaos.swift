@@ -123,12 +123,13 @@ struct ChaosRecord: Sendable, Equatable {
     /// SIGTERM whose drain left sends unanswered, resends for each shard it held (at most
     /// `shardConcurrency`) the sends in flight (`sendWindow`) plus one checkpoint interval (at most
     /// 1,000 sends); a connection reset resends what was in flight on it, at most the worker's
-    /// sends in flight, capped by the streams a connection allows.
-    static func duplicatesBound(stoppedWorkers: Int, connectionResets: Int, shardConcurrency: Int, sendWindow: Int,
-                                streamsPerConnection: Int = 1000) -> Int {
+    /// sends in flight, capped by the streams a connection allows; a PostgreSQL restart may end
+    /// the shard runs of every worker (a statement that is not idempotent fails), each as a stop.
+    static func duplicatesBound(stoppedWorkers: Int, connectionResets: Int, postgresRestarts: Int = 0, workers: Int = 0,
+                                shardConcurrency: Int, sendWindow: Int, streamsPerConnection: Int = 1000) -> Int {
         let perStop = shardConcurrency * (sendWindow + 1000)
         let perReset = min(streamsPerConnection, shardConcurrency * sendWindow)
-        return stoppedWorkers * perStop + connectionResets * perReset
+        return (stoppedWorkers + postgresRestarts * workers) * perStop + connectionResets * perReset
     }
 
     func json(duplicatesBound: Int) -> JSONValue {

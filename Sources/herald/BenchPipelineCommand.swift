@@ -12,7 +12,7 @@ import HeraldWorker
 enum BenchPipelineCommand {
     static let usage = """
         usage: herald bench pipeline [--devices N] [--workers W] [--ios-share S] [--unregistered-share X]
-                                     [--sim-threads T] [--partitions P] [--timeout S] [--json]
+                                     [--sim-threads T] [--partitions P] [--timeout S] [--log-dir DIR] [--json]
                                      [faults…]
           Worker settings come from this process's HERALD_* variables (HERALD_SHARD_SIZE,
           HERALD_SHARD_CONCURRENCY, HERALD_SEND_WINDOW, HERALD_PROVIDER_CONNECTIONS, …).
@@ -28,19 +28,20 @@ enum BenchPipelineCommand {
         let partitions = options.int("--partitions", in: 1...256) ?? 8
         let timeout = options.int("--timeout", in: 1...86_400) ?? 1800
         let json = options.flag("--json")
+        let logDirectory = options.string("--log-dir")
         let chaos = ChaosPlan.parse(&options)
         guard options.finish() else { return 64 }
 
         let environment = DevEnvironment()
         defer { _ = environment }
         let status = await measure(environment, devices: devices, workers: workers, iosShare: iosShare, unregisteredShare: unregisteredShare,
-                                   simulatorThreads: simulatorThreads, partitions: Int32(partitions), timeout: timeout, json: json, chaos: chaos)
+                                   simulatorThreads: simulatorThreads, partitions: Int32(partitions), timeout: timeout, json: json, logDirectory: logDirectory, chaos: chaos)
         await environment.tearDown()
         return status
     }
 
     private static func measure(_ environment: DevEnvironment, devices: Int, workers: Int, iosShare: Double, unregisteredShare: Double,
-                                simulatorThreads: Int, partitions: Int32, timeout: Int, json: Bool, chaos plan: ChaosPlan) async -> Int32 {
+                                simulatorThreads: Int, partitions: Int32, timeout: Int, json: Bool, logDirectory: String?, chaos plan: ChaosPlan) async -> Int32 {
         do {
             let started = try await environment.start(devices: devices, iosShare: iosShare, unregisteredShare: unregisteredShare,
                                                       workers: workers, partitions: partitions, simulatorThreads: simulatorThreads, quiet: true)
@@ -49,8 +50,14 @@ enum BenchPipelineCommand {
                 || ["HERALD_SHARD_SIZE", "HERALD_METRICS_INTERVAL_SECONDS"].contains(name) {
                 workerEnvironment[name] = value
             }
+            // The workers' logs: kept in --log-dir, else removed with the rest.
+            var logs = started.directory
+            if let logDirectory {
+                logs = URL(fileURLWithPath: logDirectory)
+                try FileManager.default.createDirectory(at: logs, withIntermediateDirectories: true)
+            }
             Console.error("herald bench pipeline: starting \(workers) worker(s) …")
-            try await environment.startWorkers(workers, environment: workerEnvironment, directory: started.directory)
+            try await environment.startWorkers(workers, environment: workerEnvironment, directory: logs)
             let audienceRows = try await started.pool.query(
                 "SELECT count(*) FROM subscriptions WHERE app_id = 'demo' AND opted_in AND invalidated_at IS NULL")
             let audience = audienceRows.rows.first?.first.flatMap { $0 }.flatMap { Int($0) } ?? 0
@@ -79,7 +86,7 @@ enum BenchPipelineCommand {
             _ = try await producer.send(topic: topics.jobs, key: jobID, value: job.serialized())
             let drainSeconds = Int(workerEnvironment["HERALD_DRAIN_SECONDS"] ?? "") ?? 10
             let chaos = ChaosRun(plan: plan, drainSeconds: drainSeconds)
-            let chaosTask = Task { await chaos.run(environment: environment, started: started, logDirectory: started.directory, since: produced) }
+            let chaosTask = Task { await chaos.run(environment: environment, started: started, logDirectory: logs, since: produced) }
 
             var stages: [String: Receipt.Stage] = [:]
             stages.reserveCapacity(audience)
@@ -98,7 +105,7 @@ enum BenchPipelineCommand {
                     break
                 }
                 if let dead = environment.workers.first(where: { !$0.isRunning && !$0.isStoppedOnPurpose }) {
-                    Console.error("herald bench pipeline: a worker exited (status \(dead.terminationStatus)); logs in \(started.directory.path)")
+                    Console.error("herald bench pipeline: a worker exited (status \(dead.terminationStatus)); logs in \(logs.path)")
                     chaos.finish()
                     await chaosTask.value
                     return 1
@@ -157,6 +164,7 @@ enum BenchPipelineCommand {
             var record = chaos.record
             record.connectionResets = apns.resets + fcm.resets
             let bound = ChaosRecord.duplicatesBound(stoppedWorkers: record.kills.count + record.sigterms.count, connectionResets: record.connectionResets,
+                                                    postgresRestarts: record.postgresRestarts.count, workers: workers,
                                                     shardConcurrency: Int(workerEnvironment["HERALD_SHARD_CONCURRENCY"] ?? "") ?? 4,
                                                     sendWindow: Int(workerEnvironment["HERALD_SEND_WINDOW"] ?? "") ?? 256)
             let duplicates = apns.duplicateDeliveries + fcm.duplicateDeliveries
