@@ -15,6 +15,9 @@ struct ChaosPlan: Sendable, Equatable {
     var resetEvery = 0
     var stallEverySeconds = 0.0
     var stallSeconds = 2.0
+    /// Provider latency per answer (real providers answer in tens to hundreds of milliseconds;
+    /// it also makes a job last long enough for its faults).
+    var latencyMilliseconds = 0
     /// TLS handshake failures: open connections dropped, new ones failing, for a while.
     var tlsFailAt: Double?
     var tlsFailSeconds = 30.0
@@ -33,6 +36,7 @@ struct ChaosPlan: Sendable, Equatable {
           Faults (the failure suite; times in seconds after the job is produced):
           --rate-429 X --rate-5xx X --retry-after S    share of provider answers 429 / 5xx (half 500, half 503), Retry-After
           --goaway-every N --reset-every N             GOAWAY / TCP reset after every N requests on a connection
+          --latency-ms MS                              provider answers take MS milliseconds
           --stall-every S [--stall-seconds D]          every S seconds the providers stop answering for D (default 2) seconds
           --tls-fail-at T [--tls-fail-for D]           at T, drop the provider connections and fail TLS handshakes for D (default 30) seconds
           --kill-every S [--kill-first-at T] [--kills N]  kill -9 a worker every S seconds while the job runs, starting a new one
@@ -41,7 +45,7 @@ struct ChaosPlan: Sendable, Equatable {
           --broker-down-at T [--broker-down-for D]     take the Kafka brokers down for D (default 20) seconds
         """
 
-    /// Reads the fault options; nil when one is malformed (the parser has said which).
+    /// Reads the fault options (a malformed one is reported by the parser's `finish`).
     static func parse(_ options: inout OptionParser) -> ChaosPlan {
         var plan = ChaosPlan()
         plan.tooManyRequestsRate = options.double("--rate-429", in: 0...1) ?? 0
@@ -51,6 +55,7 @@ struct ChaosPlan: Sendable, Equatable {
         plan.resetEvery = options.int("--reset-every", in: 0...Int(Int32.max)) ?? 0
         plan.stallEverySeconds = options.double("--stall-every", in: 0...3600) ?? 0
         plan.stallSeconds = options.double("--stall-seconds", in: 0...3600) ?? 2
+        plan.latencyMilliseconds = options.int("--latency-ms", in: 0...60_000) ?? 0
         plan.tlsFailAt = options.double("--tls-fail-at", in: 0...86_400)
         plan.tlsFailSeconds = options.double("--tls-fail-for", in: 0...3600) ?? 30
         plan.killEvery = options.double("--kill-every", in: 1...86_400)
@@ -74,11 +79,13 @@ struct ChaosPlan: Sendable, Equatable {
         faults.resetEvery = resetEvery
         faults.stallEverySeconds = stallEverySeconds
         faults.stallSeconds = stallEverySeconds > 0 ? stallSeconds : 0
+        faults.latencyMilliseconds = latencyMilliseconds
         return faults
     }
 
     var hasProviderFaults: Bool {
         tooManyRequestsRate > 0 || serverErrorRate > 0 || goawayEvery > 0 || resetEvery > 0 || stallEverySeconds > 0
+            || latencyMilliseconds > 0
     }
 
     var isEmpty: Bool {
@@ -166,6 +173,18 @@ final class ChaosRun: @unchecked Sendable {
     }
 
     var record: ChaosRecord { lock.withLock { state } }
+
+    /// The record, with an error for each planned fault the job ended before (a scenario whose
+    /// fault never happened proves nothing).
+    var finalRecord: ChaosRecord {
+        var record = self.record
+        if plan.killEvery != nil && record.kills.isEmpty { record.errors.append("the job ended before the first kill") }
+        if plan.sigtermAt != nil && record.sigterms.isEmpty { record.errors.append("the job ended before the SIGTERM") }
+        if plan.postgresRestartAt != nil && record.postgresRestarts.isEmpty { record.errors.append("the job ended before the PostgreSQL restart") }
+        if plan.brokerDownAt != nil && record.brokerOutages.isEmpty { record.errors.append("the job ended before the brokers went down") }
+        if plan.tlsFailAt != nil && record.tlsFailureSeconds.isEmpty { record.errors.append("the job ended before the TLS failures") }
+        return record
+    }
 
     /// Ends the schedule (the job is done or given up): nothing more is injected.
     func finish() { finished.set() }

@@ -161,7 +161,7 @@ enum BenchPipelineCommand {
                 return latencies[min(latencies.count - 1, Int(Double(latencies.count - 1) * q))]
             }
             let delivered = (counts[.accepted] ?? 0) + (counts[.unregistered] ?? 0) + (counts[.failed] ?? 0)
-            var record = chaos.record
+            var record = chaos.finalRecord
             record.connectionResets = apns.resets + fcm.resets
             let bound = ChaosRecord.duplicatesBound(stoppedWorkers: record.kills.count + record.sigterms.count, connectionResets: record.connectionResets,
                                                     postgresRestarts: record.postgresRestarts.count, workers: workers,

@@ -25,20 +25,22 @@ import Testing
 
     @Test func aStallDelaysAnswersAndLosesNone() async throws {
         let fixture = try SimulatorFixture()
-        var faults = SimulatorFaults()
-        faults.stallEverySeconds = 0.6
-        faults.stallSeconds = 0.5
-        fixture.simulator.faults.set(faults)
         let client = try fixture.client(port: fixture.simulator.apnsPort)
         let provider = try fixture.simulator.credentials.apnsProviderToken()
-        // Wait into the first stall (0.6 s after `set`), then send.
-        try await Task.sleep(for: .milliseconds(650))
+        // Connected and authenticated before the stall, so only the stall delays the next answer.
+        #expect(try await client.send(try fixture.apnsRequest(token: SimulatorFixture.deviceToken(1), providerToken: provider)).status == 200)
+        var faults = SimulatorFaults()
+        faults.stallEverySeconds = 2
+        faults.stallSeconds = 1.9
+        fixture.simulator.faults.set(faults)
+        // Into the first stall (2 s after `set`, for 1.9 s), then send.
+        try await Task.sleep(for: .milliseconds(2050))
         let started = ContinuousClock.now
-        let response = try await client.send(try fixture.apnsRequest(token: SimulatorFixture.deviceToken(1), providerToken: provider))
+        let response = try await client.send(try fixture.apnsRequest(token: SimulatorFixture.deviceToken(2), providerToken: provider))
         let waited = ContinuousClock.now - started
         #expect(response.status == 200)
-        #expect(waited >= .milliseconds(300), "answered after \(waited), inside a 0.5 s stall")
-        #expect(fixture.simulator.apnsStats.snapshot.accepted == 1)
+        #expect(waited >= .seconds(1), "answered after \(waited), inside a 1.9 s stall")
+        #expect(fixture.simulator.apnsStats.snapshot.accepted == 2)
         client.shutdown()
     }
 
