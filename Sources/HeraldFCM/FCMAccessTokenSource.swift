@@ -95,7 +95,10 @@ public actor FCMAccessTokenSource {
         do {
             response = try await client.send(request)
         } catch {
-            return .failure(FCMError(.transport, "token request to \(account.tokenURI) failed: \(error)", isRetryable: error.isRetryable))
+            // Retryable as a send's transport failure is (FCMOutcome.classify): a reset during
+            // the TLS handshake is a network fault, not a credential one, and halting the app's
+            // FCM sends for it would stop the job until someone resumes it.
+            return .failure(FCMError(.transport, "token request to \(account.tokenURI) failed: \(error)", isRetryable: error.code != .shutdown))
         }
         let json = try? JSONValue.parse(response.body, limits: .init(maxBytes: 64 * 1024, maxDepth: 8))
         guard response.status == 200 else {

@@ -37,7 +37,10 @@ public final class HTTP2ServerRequest {
         if responseDelayNanoseconds > 0 {
             let delay = responseDelayNanoseconds
             responseDelayNanoseconds = 0
-            connection.loop.scheduleTimer(afterNanoseconds: delay) { [self] in
+            // Held strongly: the client may close the connection before the timer fires, and
+            // `connection` is unowned (the answer is then dropped by `respond`'s state check).
+            let connection = self.connection
+            connection.loop.scheduleTimer(afterNanoseconds: delay) { [self, connection] in
                 connection.respond(self, status: status, headers: headers, body: body)
             }
             return

@@ -11,6 +11,8 @@ public final class EmbeddedKafkaCluster: Sendable {
 
     /// `bootstrap.servers` for clients: `127.0.0.1:PORT,…`.
     public let bootstrapServers: String
+    /// How many brokers it has (ids 1 through `brokerCount`).
+    public let brokerCount: Int
 
     /// Starts a cluster of `brokers` brokers.
     public init(brokers: Int = 3) throws(KafkaError) {
@@ -24,6 +26,7 @@ public final class EmbeddedKafkaCluster: Sendable {
             throw KafkaError(.clientCreation, "rd_kafka_mock_cluster_new failed")
         }
         cluster = MockClusterHandle(pointer: mock, host: host)
+        brokerCount = brokers
         bootstrapServers = String(cString: rd_kafka_mock_cluster_bootstraps(mock))
     }
 
@@ -42,6 +45,17 @@ public final class EmbeddedKafkaCluster: Sendable {
         guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
             throw KafkaError(.cluster, "broker \(id) down: \(rdkafkaErrorText(error))", rdkafkaCode: error.rawValue)
         }
+    }
+
+    /// Takes every broker down: clients lose their connections and cannot reconnect until
+    /// ``setBrokersUp()``; the data is kept.
+    public func setBrokersDown() throws(KafkaError) {
+        for id in 1...Int32(brokerCount) { try setBrokerDown(id) }
+    }
+
+    /// Brings every broker back up.
+    public func setBrokersUp() throws(KafkaError) {
+        for id in 1...Int32(brokerCount) { try setBrokerUp(id) }
     }
 
     /// Brings broker `id` back up.

@@ -171,7 +171,10 @@ public struct JobRepository: Sendable {
                            invalidations: (appID: String, batch: [TokenInvalidation])? = nil) async throws(PostgresError) {
         let current = lease
         let leaseMilliseconds = String(self.lease.milliseconds)
-        try await pool.withTransaction { connection throws(PostgresError) in
+        // Idempotent (absolute counts, upserts, guarded by the holder): run again on a new
+        // connection when the server restarts mid-checkpoint, rather than abandon the shard run
+        // and resend everything since the previous checkpoint.
+        try await pool.withTransaction(idempotent: true) { connection throws(PostgresError) in
             let updated = try await connection.query("""
                 UPDATE job_shards
                 SET cursor = COALESCE($4::uuid, cursor), sent = $5::bigint, accepted = $6::bigint,

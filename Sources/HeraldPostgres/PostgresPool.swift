@@ -15,6 +15,10 @@ public struct PostgresPoolConfiguration: Sendable {
     public var statementTimeout: Duration
     /// `application_name`, shown in `pg_stat_activity`.
     public var applicationName: String
+    /// How long idempotent work (`retryingIfLost`) keeps trying, with backoff, when its
+    /// connection is lost or the server refuses connections (a restart, a failover), before the
+    /// error reaches the caller. Default 15 s: half a shard lease.
+    public var reconnectWindow: Duration = .seconds(15)
 
     /// A configuration with the documented defaults.
     public init(url: String, size: Int = 8, acquireTimeout: Duration = .seconds(10),
@@ -217,14 +221,35 @@ public final class PostgresPool: Sendable {
         }
     }
 
-    /// Runs `body` with a borrowed connection. When the connection is lost and
-    /// `retryingIfLost` is true (reads, idempotent writes only), runs it once more on a new one.
+    /// Runs `body` with a borrowed connection. When the connection is lost, or no connection can
+    /// be made, and `retryingIfLost` is true (reads, idempotent writes only), runs it again on a
+    /// new one: at once the first time (another pooled connection may be fine), then with
+    /// backoff until ``PostgresPoolConfiguration/reconnectWindow`` has passed, so a server
+    /// restart costs a pause rather than an error. (The idle connections a restart broke are
+    /// found one by one.)
     public func withConnection<T>(retryingIfLost: Bool = false,
                                   _ body: (PostgresConnection) async throws(PostgresError) -> T) async throws(PostgresError) -> T {
+        let clock = ContinuousClock()
+        let deadline = clock.now + configuration.reconnectWindow
+        var delay = Duration.milliseconds(100)
         var attempt = 0
+        func mayRetry() async -> Bool {
+            guard retryingIfLost, !Task.isCancelled else { return false }
+            if attempt == 1 { return true }
+            guard clock.now + delay < deadline else { return false }
+            try? await Task.sleep(for: delay)
+            delay = min(delay * 2, .seconds(2))
+            return true
+        }
         while true {
             attempt += 1
-            let connection = try await acquire()
+            let connection: PostgresConnection
+            do throws(PostgresError) {
+                connection = try await acquire()
+            } catch {
+                if error.code == .connectFailed, await mayRetry() { continue }
+                throw error
+            }
             do throws(PostgresError) {
                 let value = try await body(connection)
                 release(connection)
@@ -232,7 +257,7 @@ public final class PostgresPool: Sendable {
             } catch {
                 let lost = connection.isBroken
                 release(connection)
-                if lost && retryingIfLost && attempt == 1 { continue }
+                if lost, await mayRetry() { continue }
                 throw error
             }
         }

@@ -45,6 +45,9 @@ public final class Simulator: Sendable {
     private let apnsServer: HTTP2Server
     private let fcmServer: HTTP2Server
     private let group: EventLoopGroup
+    /// The faults injected now; change them while it runs with ``SimulatorFaultSwitch/set(_:)``
+    /// and ``SimulatorFaultSwitch/failHandshakes(forSeconds:)``.
+    public let faults: SimulatorFaultSwitch
     /// The ports it listens on.
     public let apnsPort: Int
     public let fcmPort: Int
@@ -61,7 +64,8 @@ public final class Simulator: Sendable {
         fcmServerConfiguration.port = fcmPort
         credentials = try SimulatorCredentials.prepare(directory: configuration.stateDirectory, fcmPort: fcmPort)
         let tls = try TLSContext(serverCertificatePEM: credentials.serverCertificatePEM, keyPEM: credentials.serverKeyPEM)
-        let faults = configuration.faults
+        let faults = SimulatorFaultSwitch(configuration.faults)
+        self.faults = faults
         let apnsLog = SimulatorLog(perToken: configuration.logPerToken)
         let fcmLog = SimulatorLog(perToken: configuration.logPerToken)
         self.apnsLog = apnsLog
@@ -71,28 +75,35 @@ public final class Simulator: Sendable {
                                      teamBundleIDs: configuration.apnsTeamBundleIDs)
         let fcm = try FCMSimulator(credentials: credentials, stats: fcmStats, faults: faults, tokenLifetimeSeconds: configuration.fcmTokenLifetimeSeconds,
                                    log: fcmLog)
-        let refuseUntil = Date().addingTimeInterval(faults.refuseConnectionsForSeconds)
         let apnsStats = self.apnsStats
         let fcmStats = self.fcmStats
         apnsServer = HTTP2Server(configuration: apnsServerConfiguration, tls: tls, group: group, onConnection: { connection in
             apnsStats.recordConnection()
-            if Date() < refuseUntil { return connection.abort() }
+            connection.simulatorState.openedAt = SimulatorFaultSwitch.monotonicNow
+            if faults.refusesConnections() {
+                apnsStats.recordReset()
+                return connection.abort()
+            }
             apns.connectionOpened(connection)
         }, handler: { request in
-            Simulator.serve(request, stats: apnsStats, log: apnsLog, faults: faults) { apns.handle($0) }
+            Simulator.serve(request, stats: apnsStats, log: apnsLog, faultSwitch: faults) { apns.handle($0) }
         })
         fcmServer = HTTP2Server(configuration: fcmServerConfiguration, tls: tls, group: group, onConnection: { connection in
             fcmStats.recordConnection()
-            if Date() < refuseUntil { connection.abort() }
+            connection.simulatorState.openedAt = SimulatorFaultSwitch.monotonicNow
+            if faults.refusesConnections() {
+                fcmStats.recordReset()
+                connection.abort()
+            }
         }, handler: { request in
-            Simulator.serve(request, stats: fcmStats, log: fcmLog, faults: faults) { fcm.handle($0) }
+            Simulator.serve(request, stats: fcmStats, log: fcmLog, faultSwitch: faults) { fcm.handle($0) }
         })
         apnsPort = try apnsServer.start()
         self.fcmPort = try fcmServer.start()
     }
 
     /// Fault injection and the stats endpoints around a simulator's handler.
-    private static func serve(_ request: HTTP2ServerRequest, stats: SimulatorStats, log: SimulatorLog, faults: SimulatorFaults,
+    private static func serve(_ request: HTTP2ServerRequest, stats: SimulatorStats, log: SimulatorLog, faultSwitch: SimulatorFaultSwitch,
                               handler: (HTTP2ServerRequest) -> Void) {
         if request.path.hasPrefix("/_sim/") {
             if request.path.hasPrefix("/_sim/log?token="), request.method == "GET" {
@@ -114,16 +125,25 @@ public final class Simulator: Sendable {
         }
         let connection = request.connection
         let state = connection.simulatorState
+        // A connection open when handshake failures began goes before it processes anything,
+        // so the client resends the request on a new connection, which cannot handshake yet.
+        if faultSwitch.drops(openedAt: state.openedAt) {
+            stats.recordReset()
+            return connection.abort()
+        }
         // Streams after a GOAWAY's last stream id are refused, never processed: the client
         // sends them again elsewhere, and nothing is delivered twice.
         if let last = state.goawayLastStreamID, request.streamID > last { return request.refuse() }
-        if faults.latencyMilliseconds > 0 { request.responseDelayNanoseconds = UInt64(faults.latencyMilliseconds) * 1_000_000 }
+        let faults = faultSwitch.current
+        let delay = UInt64(faults.latencyMilliseconds) * 1_000_000 + faultSwitch.stallRemainingNanoseconds()
+        if delay > 0 { request.responseDelayNanoseconds = delay }
         handler(request)
         if faults.goawayEvery > 0, connection.requestCount % faults.goawayEvery == 0, state.goawayLastStreamID == nil {
             state.goawayLastStreamID = request.streamID
             connection.goAway(lastStreamID: request.streamID)
         }
         if faults.resetEvery > 0, connection.requestCount % faults.resetEvery == 0 {
+            stats.recordReset()
             connection.abort()
         }
     }
@@ -144,6 +164,8 @@ final class SimulatorConnectionState {
     var teamID: String?
     /// Fault injection: the last stream id of the GOAWAY sent, if any.
     var goawayLastStreamID: Int32?
+    /// When it was accepted (monotonic nanoseconds), for ``SimulatorFaultSwitch/failHandshakes(forSeconds:)``.
+    var openedAt: UInt64 = 0
 }
 
 extension HTTP2ServerConnection {

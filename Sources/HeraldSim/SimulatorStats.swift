@@ -1,4 +1,5 @@
 public import HeraldCore
+import Glibc
 import Synchronization
 
 /// What a simulator saw, exactly, so tests can assert outcomes (`GET /_sim/stats`).
@@ -17,6 +18,8 @@ public final class SimulatorStats: Sendable {
         public var tokensIssued = 0
         /// Connections accepted.
         public var connections = 0
+        /// Connections the fault injection dropped with a TCP reset (`resetEvery`, handshake failures).
+        public var resets = 0
         /// Accepted deliveries per wall-clock second (Unix seconds), to measure send rates.
         public var acceptedPerSecond: [Int64: Int] = [:]
 
@@ -29,6 +32,7 @@ public final class SimulatorStats: Sendable {
                 "requests": .int(requests), "accepted": .int(accepted), "violations": .int(violations),
                 "reasons": .object(reasons.mapValues { .int($0) }), "distinct_tokens": .int(deliveries.count),
                 "duplicate_deliveries": .int(duplicateDeliveries), "tokens_issued": .int(tokensIssued), "connections": .int(connections),
+                "resets": .int(resets),
             ]
             members["accepted_per_second"] = .object(Dictionary(uniqueKeysWithValues: acceptedPerSecond.map { (String($0.key), JSONValue.int($0.value)) }))
             if includeTokens { members["deliveries"] = .object(deliveries.mapValues { .int($0) }) }
@@ -46,6 +50,7 @@ public final class SimulatorStats: Sendable {
 
     func recordRequest() { state.withLock { $0.requests += 1 } }
     func recordConnection() { state.withLock { $0.connections += 1 } }
+    func recordReset() { state.withLock { $0.resets += 1 } }
     func recordTokenIssued() { state.withLock { $0.tokensIssued += 1 } }
 
     func recordAccepted(token: String) {
@@ -85,9 +90,93 @@ public struct SimulatorFaults: Sendable {
     public var latencyMilliseconds = 0
     /// Share of requests never answered (stalled streams).
     public var stallRate = 0.0
-    /// TLS handshakes fail (the connection is reset on accept) until this monotonic instant.
+    /// Periodic stalls: every `stallEverySeconds` (0: never) the simulator stops answering for
+    /// `stallSeconds`; requests that arrive meanwhile are answered when the stall ends, none is lost.
+    public var stallEverySeconds = 0.0
+    public var stallSeconds = 0.0
+    /// TLS handshakes fail (the connection is reset on accept) for this long after the start.
     public var refuseConnectionsForSeconds = 0.0
 
     /// No faults.
     public init() {}
+}
+
+/// The faults of a running simulator, changeable while it serves (`herald bench pipeline`
+/// starts some of them mid-job). Every request reads the current set.
+public final class SimulatorFaultSwitch: Sendable {
+    private struct State {
+        var faults: SimulatorFaults
+        /// Monotonic nanoseconds: where the stall periods are counted from.
+        var stallOrigin: UInt64
+        /// Handshakes fail until this monotonic instant.
+        var refuseUntil: UInt64
+        /// Connections opened before this monotonic instant are reset at their next request.
+        var dropOpenedBefore: UInt64 = 0
+    }
+
+    private let state: Mutex<State>
+
+    /// Starts with `faults`; `refuseConnectionsForSeconds` counts from now.
+    public init(_ faults: SimulatorFaults = SimulatorFaults()) {
+        let now = Self.monotonicNow
+        state = Mutex(State(faults: faults, stallOrigin: now, refuseUntil: now + Self.nanoseconds(faults.refuseConnectionsForSeconds)))
+    }
+
+    /// The faults in force.
+    public var current: SimulatorFaults { state.withLock { $0.faults } }
+
+    /// Replaces the faults (their `refuseConnectionsForSeconds` is ignored: see
+    /// ``failHandshakes(forSeconds:)``); stall periods count from now.
+    public func set(_ faults: SimulatorFaults) {
+        let now = Self.monotonicNow
+        state.withLock {
+            $0.faults = faults
+            $0.stallOrigin = now
+        }
+    }
+
+    /// TLS handshake failures for `seconds` from now: every connection already open is reset at
+    /// its next request (a pooled connection would otherwise never handshake again), and new
+    /// connections are reset on accept until the time is up.
+    public func failHandshakes(forSeconds seconds: Double) {
+        let now = Self.monotonicNow
+        state.withLock {
+            $0.refuseUntil = now + Self.nanoseconds(seconds)
+            $0.dropOpenedBefore = now
+        }
+    }
+
+    /// Whether a connection accepted now must fail its handshake.
+    func refusesConnections(now: UInt64 = SimulatorFaultSwitch.monotonicNow) -> Bool {
+        state.withLock { now < $0.refuseUntil }
+    }
+
+    /// Whether a connection opened at `openedAt` is to be dropped.
+    func drops(openedAt: UInt64) -> Bool {
+        state.withLock { openedAt < $0.dropOpenedBefore }
+    }
+
+    /// How long an answer given now waits for the current stall to end (0: no stall now).
+    func stallRemainingNanoseconds(now: UInt64 = SimulatorFaultSwitch.monotonicNow) -> UInt64 {
+        state.withLock { state in
+            let every = Self.nanoseconds(state.faults.stallEverySeconds)
+            let length = Self.nanoseconds(state.faults.stallSeconds)
+            guard every > 0, length > 0, now > state.stallOrigin else { return 0 }
+            // The first stall starts one period after the origin, then one each period.
+            let elapsed = now - state.stallOrigin
+            guard elapsed >= every else { return 0 }
+            let phase = elapsed % every
+            return phase < length ? length - phase : 0
+        }
+    }
+
+    static var monotonicNow: UInt64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
+    }
+
+    private static func nanoseconds(_ seconds: Double) -> UInt64 {
+        seconds > 0 ? UInt64(min(seconds, 1e9) * 1e9) : 0
+    }
 }

@@ -2,6 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldKafka
 import HeraldPostgres
+import HeraldSim
 import HeraldWorker
 
 /// `herald bench pipeline --devices N --workers W [--ios-share S] --json`: the whole path on one
@@ -11,10 +12,11 @@ import HeraldWorker
 enum BenchPipelineCommand {
     static let usage = """
         usage: herald bench pipeline [--devices N] [--workers W] [--ios-share S] [--unregistered-share X]
-                                     [--sim-threads T] [--partitions P] [--timeout S] [--json]
+                                     [--sim-threads T] [--partitions P] [--timeout S] [--log-dir DIR] [--json]
+                                     [faults…]
           Worker settings come from this process's HERALD_* variables (HERALD_SHARD_SIZE,
           HERALD_SHARD_CONCURRENCY, HERALD_SEND_WINDOW, HERALD_PROVIDER_CONNECTIONS, …).
-        """
+        """ + "\n" + ChaosPlan.usage
 
     static func run(_ arguments: [String]) async -> Int32 {
         var options = OptionParser(arguments, command: "herald bench pipeline", usage: usage)
@@ -26,18 +28,20 @@ enum BenchPipelineCommand {
         let partitions = options.int("--partitions", in: 1...256) ?? 8
         let timeout = options.int("--timeout", in: 1...86_400) ?? 1800
         let json = options.flag("--json")
+        let logDirectory = options.string("--log-dir")
+        let chaos = ChaosPlan.parse(&options)
         guard options.finish() else { return 64 }
 
         let environment = DevEnvironment()
         defer { _ = environment }
         let status = await measure(environment, devices: devices, workers: workers, iosShare: iosShare, unregisteredShare: unregisteredShare,
-                                   simulatorThreads: simulatorThreads, partitions: Int32(partitions), timeout: timeout, json: json)
+                                   simulatorThreads: simulatorThreads, partitions: Int32(partitions), timeout: timeout, json: json, logDirectory: logDirectory, chaos: chaos)
         await environment.tearDown()
         return status
     }
 
     private static func measure(_ environment: DevEnvironment, devices: Int, workers: Int, iosShare: Double, unregisteredShare: Double,
-                                simulatorThreads: Int, partitions: Int32, timeout: Int, json: Bool) async -> Int32 {
+                                simulatorThreads: Int, partitions: Int32, timeout: Int, json: Bool, logDirectory: String?, chaos plan: ChaosPlan) async -> Int32 {
         do {
             let started = try await environment.start(devices: devices, iosShare: iosShare, unregisteredShare: unregisteredShare,
                                                       workers: workers, partitions: partitions, simulatorThreads: simulatorThreads, quiet: true)
@@ -46,8 +50,14 @@ enum BenchPipelineCommand {
                 || ["HERALD_SHARD_SIZE", "HERALD_METRICS_INTERVAL_SECONDS"].contains(name) {
                 workerEnvironment[name] = value
             }
+            // The workers' logs: kept in --log-dir, else removed with the rest.
+            var logs = started.directory
+            if let logDirectory {
+                logs = URL(fileURLWithPath: logDirectory)
+                try FileManager.default.createDirectory(at: logs, withIntermediateDirectories: true)
+            }
             Console.error("herald bench pipeline: starting \(workers) worker(s) …")
-            try await environment.startWorkers(workers, environment: workerEnvironment, directory: started.directory)
+            try await environment.startWorkers(workers, environment: workerEnvironment, directory: logs)
             let audienceRows = try await started.pool.query(
                 "SELECT count(*) FROM subscriptions WHERE app_id = 'demo' AND opted_in AND invalidated_at IS NULL")
             let audience = audienceRows.rows.first?.first.flatMap { $0 }.flatMap { Int($0) } ?? 0
@@ -69,8 +79,14 @@ enum BenchPipelineCommand {
             ])
             Console.error("herald bench pipeline: \(audience) devices in the audience; sending the campaign …")
             let clock = ContinuousClock()
+            if plan.hasProviderFaults {
+                started.simulator.faults.set(plan.simulatorFaults(unregistered: UnregisteredShare(unregisteredShare)))
+            }
             let produced = clock.now
             _ = try await producer.send(topic: topics.jobs, key: jobID, value: job.serialized())
+            let drainSeconds = Int(workerEnvironment["HERALD_DRAIN_SECONDS"] ?? "") ?? 10
+            let chaos = ChaosRun(plan: plan, drainSeconds: drainSeconds)
+            let chaosTask = Task { await chaos.run(environment: environment, started: started, logDirectory: logs, since: produced) }
 
             var stages: [String: Receipt.Stage] = [:]
             stages.reserveCapacity(audience)
@@ -88,8 +104,10 @@ enum BenchPipelineCommand {
                     Console.error("herald bench pipeline: no completion within \(timeout) s")
                     break
                 }
-                if let dead = environment.workers.first(where: { !$0.isRunning }) {
-                    Console.error("herald bench pipeline: a worker exited (status \(dead.terminationStatus)); logs in \(started.directory.path)")
+                if let dead = environment.workers.first(where: { !$0.isRunning && !$0.isStoppedOnPurpose }) {
+                    Console.error("herald bench pipeline: a worker exited (status \(dead.terminationStatus)); logs in \(logs.path)")
+                    chaos.finish()
+                    await chaosTask.value
                     return 1
                 }
                 // After `completed`, read on briefly for receipts still in other partitions.
@@ -121,6 +139,8 @@ enum BenchPipelineCommand {
                 }
             }
             let finished = completedAt ?? clock.now
+            chaos.finish()
+            await chaosTask.value
             let elapsed = finished - produced
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
             // Peak RSS of each worker, before they stop.
@@ -141,12 +161,24 @@ enum BenchPipelineCommand {
                 return latencies[min(latencies.count - 1, Int(Double(latencies.count - 1) * q))]
             }
             let delivered = (counts[.accepted] ?? 0) + (counts[.unregistered] ?? 0) + (counts[.failed] ?? 0)
-            let result: JSONValue = .object([
+            var record = chaos.finalRecord
+            record.connectionResets = apns.resets + fcm.resets
+            let bound = ChaosRecord.duplicatesBound(stoppedWorkers: record.kills.count + record.sigterms.count, connectionResets: record.connectionResets,
+                                                    postgresRestarts: record.postgresRestarts.count, workers: workers,
+                                                    shardConcurrency: Int(workerEnvironment["HERALD_SHARD_CONCURRENCY"] ?? "") ?? 4,
+                                                    sendWindow: Int(workerEnvironment["HERALD_SEND_WINDOW"] ?? "") ?? 256)
+            let duplicates = apns.duplicateDeliveries + fcm.duplicateDeliveries
+            let lost = max(0, audience - stages.count)
+            // A failure scenario passes with nothing lost, duplicates within the bound, no
+            // conflicting receipts, every SIGTERM drained in time and every fault injected.
+            let passed = completedTotals != nil && lost == 0 && conflicting == 0 && duplicates <= bound
+                && record.failedDrains.isEmpty && record.errors.isEmpty
+            var members: [String: JSONValue] = [
                 "devices": .int(devices), "audience": .int(audience), "workers": .int(workers),
                 "accepted": .int(counts[.accepted] ?? 0), "unregistered": .int(counts[.unregistered] ?? 0),
                 "failed": .int(counts[.failed] ?? 0), "dropped": .int(counts[.dropped] ?? 0),
-                "lost": .int(max(0, audience - stages.count)),
-                "duplicates": .int(apns.duplicateDeliveries + fcm.duplicateDeliveries),
+                "lost": .int(lost),
+                "duplicates": .int(duplicates),
                 "duplicate_receipts": .int(repeats), "conflicting_receipts": .int(conflicting),
                 "completed": .bool(completedTotals != nil),
                 "seconds": .double((seconds * 100).rounded() / 100),
@@ -154,12 +186,21 @@ enum BenchPipelineCommand {
                 "p50_ms": .int(Int(percentile(0.5))), "p99_ms": .int(Int(percentile(0.99))),
                 "peak_rss_mb": .double((Double(peakKilobytes) / 1024).rounded()),
                 "simulator_accepted": .int(apns.accepted + fcm.accepted), "protocol_violations": .int(apns.violations + fcm.violations),
-            ])
+                "simulator_requests": .int(apns.requests + fcm.requests),
+                "simulator_reasons": .object(apns.reasons.merging(fcm.reasons, uniquingKeysWith: +).mapValues { .int($0) }),
+            ]
+            if !plan.isEmpty {
+                members["faults"] = record.json(duplicatesBound: bound)
+                members["duplicates_bound"] = .int(bound)
+                members["passed"] = .bool(passed)
+            }
+            let result = JSONValue.object(members)
             if json {
                 print(result.serialized())
             } else {
                 for (key, value) in result.objectValue?.sorted(by: { $0.key < $1.key }) ?? [] { print("\(key): \(value.serialized())") }
             }
+            if !plan.isEmpty { return passed ? 0 : 1 }
             return completedTotals == nil || stages.count < audience ? 1 : 0
         } catch {
             Console.error("herald bench pipeline: \(error)")

@@ -3,7 +3,8 @@ import HeraldKafka
 
 /// `herald dev-broker [--brokers N] [--topic NAME[:PARTITIONS]]…`: librdkafka's mock cluster on
 /// 127.0.0.1 for development and tests. Prints `bootstrap.servers=HOST:PORT,…` once ready and
-/// runs until SIGTERM or SIGINT.
+/// runs until SIGTERM or SIGINT. SIGUSR1 takes every broker down (clients lose their connections,
+/// the data is kept) and SIGUSR2 brings them back, for failure tests.
 enum DevBrokerCommand {
     static func run(_ arguments: [String]) -> Int32 {
         var brokers = 3
@@ -30,7 +31,7 @@ enum DevBrokerCommand {
         }
         // Block the stop signals before librdkafka starts its threads, so they all inherit the
         // mask and this thread alone receives them in sigwait.
-        let signals = SignalSet.blocking([SIGTERM, SIGINT])
+        let signals = SignalSet.blocking([SIGTERM, SIGINT, SIGUSR1, SIGUSR2])
         let cluster: EmbeddedKafkaCluster
         do {
             cluster = try EmbeddedKafkaCluster(brokers: brokers)
@@ -43,7 +44,16 @@ enum DevBrokerCommand {
         }
         print("bootstrap.servers=\(cluster.bootstrapServers)")
         fflush(nil)
-        let received = signals.wait()
+        var received = signals.wait()
+        while received == SIGUSR1 || received == SIGUSR2 {
+            do {
+                if received == SIGUSR1 { try cluster.setBrokersDown() } else { try cluster.setBrokersUp() }
+                Console.error("herald dev-broker: brokers \(received == SIGUSR1 ? "down" : "up")")
+            } catch {
+                Console.error("herald dev-broker: \(error)")
+            }
+            received = signals.wait()
+        }
         Console.error("herald dev-broker: signal \(received), stopping")
         withExtendedLifetime(cluster) {}
         return 0

@@ -109,8 +109,13 @@ final class DevEnvironment: @unchecked Sendable {
     var postgres: DevPostgres?
     var cluster: EmbeddedKafkaCluster?
     var simulator: Simulator?
-    var workers: [DevChild] = []
     var directory: URL?
+    /// Worker processes started so far (replacements of stopped ones included). Behind a lock:
+    /// `herald bench pipeline`'s fault schedule adds replacements while the job is watched.
+    var workers: [DevChild] { workerLock.withLock { workerList } }
+    private let workerLock = NSLock()
+    private var workerList: [DevChild] = []
+    private var workerBase: [String: String]?
 
     let topics = WorkerConfiguration.Topics()
 
@@ -250,28 +255,48 @@ final class DevEnvironment: @unchecked Sendable {
     }
 
     func startWorkers(_ count: Int, environment: [String: String], directory: URL) async throws {
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         var base = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("HERALD_") }
         base.merge(environment) { $1 }
-        for index in 1...count {
+        workerLock.withLock { workerBase = base }
+        var started: [(DevChild, URL, Int)] = []
+        for _ in 1...count { started.append(try spawnWorker(directory: directory)) }
+        for (worker, log, index) in started { try await waitUntilReady(worker, log: log, index: index) }
+    }
+
+    /// Starts one more worker with the environment of ``startWorkers(_:environment:directory:)``
+    /// and a new `HERALD_WORKER_ID` (a stopped worker's leases stay its own until they lapse),
+    /// and waits until it is ready.
+    @discardableResult
+    func startReplacementWorker(directory: URL) async throws -> DevChild {
+        let (worker, log, index) = try spawnWorker(directory: directory)
+        try await waitUntilReady(worker, log: log, index: index)
+        return worker
+    }
+
+    private func spawnWorker(directory: URL) throws -> (DevChild, URL, Int) {
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        return try workerLock.withLock {
+            let index = workerList.count + 1
             let log = directory.appendingPathComponent("worker-\(index).log")
-            var variables = base
+            var variables = workerBase ?? [:]
             variables["HERALD_WORKER_ID"] = "dev-worker-\(index)"
             variables["HERALD_HTTP_PORT"] = String(DevPorts.free())
-            workers.append(try DevChild(path: executable.path, arguments: ["run"], environment: variables, outputPath: log.path))
+            let worker = try DevChild(path: executable.path, arguments: ["run"], environment: variables, outputPath: log.path)
+            workerList.append(worker)
+            return (worker, log, index)
         }
-        // Ready when each log says so.
+    }
+
+    /// Ready when its log says so.
+    private func waitUntilReady(_ worker: DevChild, log: URL, index: Int) async throws {
         let deadline = ContinuousClock.now + .seconds(60)
-        for index in 1...count {
-            let log = directory.appendingPathComponent("worker-\(index).log")
-            while true {
-                let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-                if text.contains("\"worker ready\"") { break }
-                if !workers[index - 1].isRunning || ContinuousClock.now > deadline {
-                    throw DevPostgres.Failure(description: "worker \(index) did not start: \(text.suffix(1200))")
-                }
-                try? await Task.sleep(for: .milliseconds(100))
+        while true {
+            let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+            if text.contains("\"worker ready\"") { return }
+            if !worker.isRunning || ContinuousClock.now > deadline {
+                throw DevPostgres.Failure(description: "worker \(index) did not start: \(text.suffix(1200))")
             }
+            try? await Task.sleep(for: .milliseconds(100))
         }
     }
 

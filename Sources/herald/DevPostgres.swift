@@ -82,6 +82,16 @@ final class DevPostgres: @unchecked Sendable {
         self.asRoot = asRoot
     }
 
+    /// Restarts the server on the same port and data (`pg_ctl restart -m fast`): every client
+    /// connection is closed, and connections fail until it accepts again.
+    func restart() async throws {
+        let result = try await DevProcess.run(binDirectory.appendingPathComponent("pg_ctl"),
+                                              ["-D", directory.appendingPathComponent("data").path, "-l", directory.appendingPathComponent("server.log").path,
+                                               "-m", "fast", "-w", "-t", "60", "restart"],
+                                              asPostgres: asRoot, directory: directory)
+        guard result.status == 0 else { throw Failure(description: "pg_ctl restart failed: \(result.output.suffix(800))") }
+    }
+
     /// Stops the server and removes its directory.
     func stop() async {
         _ = try? await DevProcess.run(binDirectory.appendingPathComponent("pg_ctl"),
@@ -152,6 +162,7 @@ final class DevChild: @unchecked Sendable {
     let pid: pid_t
     private let lock = NSLock()
     private var exitStatus: Int32?
+    private var stopping = false
 
     init(path: String, arguments: [String], environment: [String: String], outputPath: String) throws {
         var actions = posix_spawn_file_actions_t()
@@ -191,6 +202,15 @@ final class DevChild: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return exitStatus ?? -1
+    }
+
+    /// Whether it was stopped on purpose (a failure test's kill or SIGTERM), so its exit is expected.
+    var isStoppedOnPurpose: Bool { lock.withLock { stopping } }
+
+    /// Sends `number` and marks the exit as expected.
+    func stopOnPurpose(_ number: Int32) {
+        lock.withLock { stopping = true }
+        signal(number)
     }
 
     func signal(_ number: Int32) {

@@ -7,8 +7,10 @@ enum SimCommand {
     usage: herald sim --state-dir DIR [--apns-port P] [--fcm-port Q] [--max-streams N] [--streams-before-token N] [--threads T]
                       [--unregistered-share X] [--rate-429 X] [--rate-5xx X] [--retry-after S]
                       [--goaway-every N] [--reset-every N] [--latency-ms MS] [--stall-rate X]
-                      [--refuse-connections-for S] [--fcm-token-ttl S] [--log N] [--team-bundle-id ID ...]
+                      [--stall-every S --stall-seconds D] [--refuse-connections-for S] [--fcm-token-ttl S] [--log N] [--team-bundle-id ID ...]
            herald sim token --state-dir DIR
+      --stall-every S --stall-seconds D: every S seconds both simulators stop answering for D seconds
+      (requests that arrive meanwhile are answered when the stall ends).
       --team-bundle-id: another bundle id of the APNs key's team (repeatable); the simulated devices
       belong to apns.json's bundle, so pushes to it are answered DeviceTokenNotForTopic.
     """
@@ -36,6 +38,8 @@ enum SimCommand {
         configuration.faults.resetEvery = options.int("--reset-every", in: 0...Int(Int32.max)) ?? 0
         configuration.faults.latencyMilliseconds = options.int("--latency-ms", in: 0...600_000) ?? 0
         configuration.faults.stallRate = options.double("--stall-rate", in: 0...1) ?? 0
+        configuration.faults.stallEverySeconds = options.double("--stall-every", in: 0...86_400) ?? 0
+        configuration.faults.stallSeconds = options.double("--stall-seconds", in: 0...86_400) ?? 0
         configuration.faults.refuseConnectionsForSeconds = options.double("--refuse-connections-for", in: 0...86_400) ?? 0
         configuration.apnsTeamBundleIDs = Set(options.strings("--team-bundle-id"))
         guard options.finish() else { return 64 }

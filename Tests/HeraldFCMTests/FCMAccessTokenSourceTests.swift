@@ -78,6 +78,26 @@ import Testing
         #expect(fixture.stats.accepted == 0)
     }
 
+    @Test func aHandshakeFailureAtTheTokenEndpointIsRetryableNotACredentialFault() async throws {
+        // A reset during the TLS handshake (a network fault) must not halt the app's FCM sends.
+        let fixture = try FCMSimulatorFixture()
+        fixture.simulator.faults.failHandshakes(forSeconds: 30)
+        let tokens = try fixture.tokenSource()
+        do {
+            _ = try await tokens.token()
+            Issue.record("expected the token request to fail")
+        } catch {
+            #expect(error.code == .transport)
+            #expect(error.isRetryable)
+        }
+        let outcome = await FCMClient(tokens: tokens, client: fixture.http).send(body: FCMSimulatorFixture.body())
+        guard case .retryable = outcome else {
+            Issue.record("expected a retryable outcome, got \(outcome)")
+            return
+        }
+        #expect(fixture.stats.tokensIssued == 0)
+    }
+
     @Test func aKeyTheEndpointDoesNotKnowIsACredentialFault() async throws {
         let fixture = try FCMSimulatorFixture()
         var stranger = fixture.account

@@ -44,6 +44,34 @@ import Testing
         await second.close()
     }
 
+    @Test func aProduceWhileTheBrokersAreDownIsDeliveredOnceTheyAreUp() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1)
+        #expect(cluster.brokerCount == 1)
+        let topic = TestEnvironment.uniqueName("outage")
+        try cluster.createTopic(topic, partitions: 1)
+        let configuration = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, properties: fastGroupProperties)
+        let producer = try KafkaProducer(configuration: configuration)
+        _ = try await producer.send(topic: topic, key: "k", value: "before")
+
+        try cluster.setBrokersDown()
+        let clock = ContinuousClock()
+        let downAt = clock.now
+        // Sent while no broker answers: acknowledged only after they are back.
+        let pending = Task { try await producer.send(topic: topic, key: "k", value: "during") }
+        try await Task.sleep(for: .seconds(2))
+        try cluster.setBrokersUp()
+        let report = try await pending.value
+        #expect(clock.now - downAt >= .seconds(2))
+        #expect(report.offset == 1)
+
+        // Nothing written before the outage was lost.
+        let consumer = try KafkaConsumer(configuration: configuration, groupID: TestEnvironment.uniqueName("outage-group"))
+        try consumer.subscribe(topics: [topic])
+        let received = try await consume(consumer, count: 2, seconds: 30)
+        #expect(received.map(\.valueString) == ["before", "during"])
+        await consumer.close()
+    }
+
     @Test func deliveryToAnUnreachableBrokerFailsWithATypedError() async throws {
         let producer = try KafkaProducer(configuration: KafkaConfiguration(
             bootstrapServers: "127.0.0.1:1", properties: ["message.timeout.ms": "1500", "socket.connection.setup.timeout.ms": "1000"]))

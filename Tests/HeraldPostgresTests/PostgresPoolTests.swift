@@ -109,6 +109,29 @@ struct PostgresPoolTests {
         await pool.close()
     }
 
+    @Test func idempotentWorkOutlastsEveryPooledConnectionBeingBroken() async throws {
+        // What a server restart does: every pooled connection is gone at once. Idempotent work
+        // finds the broken ones one by one and runs on a new connection; it does not fail.
+        let pool = PostgresPool(PostgresPoolConfiguration(url: try serverURL, size: 4))
+        let admin = try await PostgresConnection.connect(try serverURL)
+        var pids: [String] = []
+        var held: [PostgresConnection] = []
+        for _ in 0..<4 {
+            let connection = try await pool.acquire()
+            held.append(connection)
+            pids.append(try #require(try await connection.query("SELECT pg_backend_pid()").rows.first?.first ?? nil))
+        }
+        for connection in held { pool.release(connection) }
+        for pid in pids { try await admin.query("SELECT pg_terminate_backend($1::integer)", [pid]) }
+        try await Task.sleep(for: .milliseconds(200))
+        let value = try await pool.withTransaction(idempotent: true) { connection throws(PostgresError) in
+            try await connection.query("SELECT pg_backend_pid()").rows.first?.first ?? nil
+        }
+        #expect(value != nil && !pids.contains(value ?? ""))
+        await admin.close()
+        await pool.close()
+    }
+
     @Test func transactionsCommitOrRollBackAndStatementTimeoutApplies() async throws {
         let database = try await TestDatabase.create()
         let pool = PostgresPool(PostgresPoolConfiguration(url: database.url, size: 1, statementTimeout: .milliseconds(200)))

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldKafka
 import HeraldTestSupport
 import Testing
 
@@ -116,6 +117,44 @@ struct MigrateCommandTests {
             // The topic was created with the six partitions asked for.
             #expect(metadata.stdout.components(separatedBy: "\"partition\":").count - 1 == 6)
         }
+        #expect(Subprocess.stop(process) == 0)
+    }
+
+    /// SIGUSR1 takes every broker down and SIGUSR2 brings them back (the failure suite's outage
+    /// for tests outside the process): a message sent meanwhile is acknowledged only once they are
+    /// up, nothing sent before is lost, and SIGTERM still stops it with 0.
+    @Test func brokersGoDownOnSIGUSR1AndComeBackOnSIGUSR2() async throws {
+        let process = Process()
+        process.executableURL = TestEnvironment.heraldBinary
+        process.arguments = ["dev-broker", "--brokers", "1", "--topic", "outage:1"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = Pipe()
+        try process.run()
+        defer { if process.isRunning { Subprocess.stop(process) } }
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        let servers = String(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("bootstrap.servers=".count))
+        let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: servers, properties: ["message.timeout.ms": "60000"]))
+        _ = try await producer.send(topic: "outage", key: "k", value: "before")
+
+        kill(process.processIdentifier, SIGUSR1)
+        try await Task.sleep(for: .milliseconds(500))
+        let clock = ContinuousClock()
+        let pending = Task { () throws -> (KafkaDeliveryReport, ContinuousClock.Instant) in
+            (try await producer.send(topic: "outage", key: "k", value: "during"), clock.now)
+        }
+        try await Task.sleep(for: .seconds(2))
+        #expect(process.isRunning)
+        let upAt = clock.now
+        kill(process.processIdentifier, SIGUSR2)
+        let (report, acknowledgedAt) = try await pending.value
+        #expect(acknowledgedAt >= upAt)
+        #expect(report.offset == 1)
         #expect(Subprocess.stop(process) == 0)
     }
 }

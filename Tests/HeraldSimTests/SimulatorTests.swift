@@ -1,0 +1,67 @@
+import Foundation
+import HeraldHTTP2
+@testable import HeraldSim
+import Testing
+
+/// Faults changed while the simulators run (the failure suite starts them mid-job).
+@Suite(.timeLimit(.minutes(2))) struct SimulatorTests {
+    @Test func stallsComeEachPeriodAndEnd() {
+        var faults = SimulatorFaults()
+        faults.stallEverySeconds = 10
+        faults.stallSeconds = 2
+        let switch_ = SimulatorFaultSwitch()
+        let origin = SimulatorFaultSwitch.monotonicNow
+        switch_.set(faults)
+        let second: UInt64 = 1_000_000_000
+        // Counted from `set`: no stall in the first period, then 2 s of each 10 s.
+        #expect(switch_.stallRemainingNanoseconds(now: origin + 5 * second) == 0)
+        let inStall = switch_.stallRemainingNanoseconds(now: origin + 10 * second + second / 2)
+        #expect(inStall > second && inStall <= 2 * second)
+        #expect(switch_.stallRemainingNanoseconds(now: origin + 13 * second) == 0)
+        #expect(switch_.stallRemainingNanoseconds(now: origin + 21 * second) > 0)
+        switch_.set(SimulatorFaults())
+        #expect(switch_.stallRemainingNanoseconds(now: origin + 21 * second) == 0)
+    }
+
+    @Test func aStallDelaysAnswersAndLosesNone() async throws {
+        let fixture = try SimulatorFixture()
+        let client = try fixture.client(port: fixture.simulator.apnsPort)
+        let provider = try fixture.simulator.credentials.apnsProviderToken()
+        // Connected and authenticated before the stall, so only the stall delays the next answer.
+        #expect(try await client.send(try fixture.apnsRequest(token: SimulatorFixture.deviceToken(1), providerToken: provider)).status == 200)
+        var faults = SimulatorFaults()
+        faults.stallEverySeconds = 2
+        faults.stallSeconds = 1.9
+        fixture.simulator.faults.set(faults)
+        // Into the first stall (2 s after `set`, for 1.9 s), then send.
+        try await Task.sleep(for: .milliseconds(2050))
+        let started = ContinuousClock.now
+        let response = try await client.send(try fixture.apnsRequest(token: SimulatorFixture.deviceToken(2), providerToken: provider))
+        let waited = ContinuousClock.now - started
+        #expect(response.status == 200)
+        #expect(waited >= .seconds(1), "answered after \(waited), inside a 1.9 s stall")
+        #expect(fixture.simulator.apnsStats.snapshot.accepted == 2)
+        client.shutdown()
+    }
+
+    @Test func handshakeFailuresDropOpenConnectionsThenEnd() async throws {
+        let fixture = try SimulatorFixture()
+        let client = try fixture.client(port: fixture.simulator.apnsPort)
+        let provider = try fixture.simulator.credentials.apnsProviderToken()
+        #expect(try await client.send(try fixture.apnsRequest(token: SimulatorFixture.deviceToken(1), providerToken: provider)).status == 200)
+        fixture.simulator.faults.failHandshakes(forSeconds: 1.5)
+        // The pooled connection is reset at its next request, and no new one gets through.
+        await #expect(throws: HTTP2Error.self) {
+            _ = try await client.send(try fixture.apnsRequest(token: SimulatorFixture.deviceToken(2), providerToken: provider))
+        }
+        let during = fixture.simulator.apnsStats.snapshot
+        #expect(during.resets >= 1)
+        #expect(during.accepted == 1)
+        try await Task.sleep(for: .milliseconds(1700))
+        let after = try await client.send(try fixture.apnsRequest(token: SimulatorFixture.deviceToken(3), providerToken: provider))
+        #expect(after.status == 200)
+        let stats = fixture.simulator.apnsStats.snapshot
+        #expect(stats.accepted == 2 && stats.deliveries[SimulatorFixture.deviceToken(2)] == nil && stats.duplicateDeliveries == 0)
+        client.shutdown()
+    }
+}
