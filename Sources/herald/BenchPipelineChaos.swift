@@ -197,10 +197,7 @@ final class ChaosRun: @unchecked Sendable {
     /// started is undone (brokers up, PostgreSQL running, replacements ready).
     func run(environment: DevEnvironment, started: DevEnvironment.Started, logDirectory: URL, since produced: ContinuousClock.Instant) async {
         let clock = ContinuousClock()
-        func elapsed() -> Double {
-            let duration = clock.now - produced
-            return Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-        }
+        func elapsed() -> Double { BenchMeasure.seconds(clock.now - produced) }
         /// Waits until `time` seconds after the job was produced; false once the run is over.
         func wait(until time: Double) async -> Bool {
             while elapsed() < time {
@@ -240,8 +237,7 @@ final class ChaosRun: @unchecked Sendable {
                     let begun = clock.now
                     do {
                         try await started.postgres.restart()
-                        let took = clock.now - begun
-                        let seconds = Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
+                        let seconds = BenchMeasure.seconds(clock.now - begun)
                         self.note("PostgreSQL restarted in \(ChaosRecord.rounded(seconds)) s")
                         self.update { $0.postgresRestarts.append(seconds) }
                     } catch {
@@ -267,8 +263,7 @@ final class ChaosRun: @unchecked Sendable {
                     } catch {
                         self.update { $0.errors.append("brokers up: \(error)") }
                     }
-                    let took = clock.now - begun
-                    let seconds = Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
+                    let seconds = BenchMeasure.seconds(clock.now - begun)
                     self.note("Kafka brokers up after \(ChaosRecord.rounded(seconds)) s")
                     self.update { $0.brokerOutages.append(seconds) }
                 }
@@ -295,8 +290,7 @@ final class ChaosRun: @unchecked Sendable {
             victim.signal(SIGKILL)
             while victim.isRunning { try? await Task.sleep(for: .milliseconds(20)) }
         }
-        let took = clock.now - begun
-        let seconds = Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
+        let seconds = BenchMeasure.seconds(clock.now - begun)
         let stop = ChaosRecord.Stop(at: at, worker: String(victim.pid), exitStatus: victim.terminationStatus, seconds: seconds)
         note("\(name) worker pid \(victim.pid): exit status \(stop.exitStatus) after \(ChaosRecord.rounded(seconds)) s; starting a new worker")
         update { record in

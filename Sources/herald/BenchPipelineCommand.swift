@@ -142,7 +142,7 @@ enum BenchPipelineCommand {
             chaos.finish()
             await chaosTask.value
             let elapsed = finished - produced
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let seconds = BenchMeasure.seconds(elapsed)
             // Peak RSS of each worker, before they stop.
             var peakKilobytes = 0
             for worker in environment.workers {
