@@ -14,10 +14,9 @@ public final class APNsSimulator: @unchecked Sendable {
     private let credentials: SimulatorCredentials
     private let publicKey: PublicKey
     public let stats: SimulatorStats
-    private let faultSwitch: SimulatorFaultSwitch
     private let maxConcurrentStreams: UInt32
     private let streamsBeforeToken: UInt32
-    /// Other bundle ids the key's team owns (see ``init(credentials:stats:faults:maxConcurrentStreams:streamsBeforeToken:teamBundleIDs:)``).
+    /// Other bundle ids the key's team owns (see ``init(credentials:stats:maxConcurrentStreams:streamsBeforeToken:log:teamBundleIDs:)``).
     private let teamBundleIDs: Set<String>
     /// Tokens whose signature was checked: token → issued-at (verifying once per token, not per request).
     private let verifiedTokens = Mutex<[String: Int64]>([:])
@@ -31,7 +30,7 @@ public final class APNsSimulator: @unchecked Sendable {
     /// `DeviceTokenNotForTopic` for a device of another app, which is what a job sent with the
     /// wrong (but owned) bundle id sees for every device. A topic the team does not own stays
     /// `TopicDisallowed`.
-    public init(credentials: SimulatorCredentials, stats: SimulatorStats, faults: SimulatorFaultSwitch, maxConcurrentStreams: UInt32,
+    public init(credentials: SimulatorCredentials, stats: SimulatorStats, maxConcurrentStreams: UInt32,
                 streamsBeforeToken: UInt32 = 1, log: SimulatorLog = SimulatorLog(), teamBundleIDs: Set<String> = []) throws(CryptoError) {
         self.log = log
         self.streamsBeforeToken = streamsBeforeToken
@@ -39,7 +38,6 @@ public final class APNsSimulator: @unchecked Sendable {
         self.credentials = credentials
         self.publicKey = try credentials.apnsKey.publicKey()
         self.stats = stats
-        self.faultSwitch = faults
         self.maxConcurrentStreams = maxConcurrentStreams
     }
 
@@ -56,9 +54,8 @@ public final class APNsSimulator: @unchecked Sendable {
     }
 
     /// Handles one request (on the connection's loop).
-    func handle(_ request: HTTP2ServerRequest) {
+    func handle(_ request: HTTP2ServerRequest, faults: SimulatorFaults) {
         stats.recordRequest()
-        let faults = faultSwitch.current
         let apnsID = request.header("apns-id") ?? UUID().uuidString.lowercased()
         func reject(_ status: Int, _ reason: String, violation: Bool = true, extra: [String: JSONValue] = [:], headers: [HeaderField] = []) {
             stats.recordRejected(reason: reason, violation: violation)

@@ -11,28 +11,25 @@ public final class FCMSimulator: Sendable {
     private let credentials: SimulatorCredentials
     private let publicKey: PublicKey
     public let stats: SimulatorStats
-    private let faultSwitch: SimulatorFaultSwitch
     private let tokenLifetimeSeconds: Int64
     private let accessTokens = Mutex<[String: Int64]>([:])
     private let messageCounter = Atomic<UInt64>(0)
     private let log: SimulatorLog
 
     /// Creates a simulator for the credentials' service account.
-    public init(credentials: SimulatorCredentials, stats: SimulatorStats, faults: SimulatorFaultSwitch, tokenLifetimeSeconds: Int64 = 3600,
+    public init(credentials: SimulatorCredentials, stats: SimulatorStats, tokenLifetimeSeconds: Int64 = 3600,
                 log: SimulatorLog = SimulatorLog()) throws(CryptoError) {
         self.log = log
         self.credentials = credentials
         self.publicKey = try credentials.fcmKey.publicKey()
         self.stats = stats
-        self.faultSwitch = faults
         self.tokenLifetimeSeconds = tokenLifetimeSeconds
     }
 
     private static let reservedKeys: Set<String> = ["from", "message_type"]
 
-    func handle(_ request: HTTP2ServerRequest) {
+    func handle(_ request: HTTP2ServerRequest, faults: SimulatorFaults) {
         stats.recordRequest()
-        let faults = faultSwitch.current
         if request.path == "/token" { return issueToken(request) }
         func fail(_ status: Int, _ rpcStatus: String, _ message: String, errorCode: String?, violation: Bool = true,
                   fieldViolation: (String, String)? = nil, headers: [HeaderField] = []) {

@@ -70,10 +70,10 @@ public final class Simulator: Sendable {
         let fcmLog = SimulatorLog(perToken: configuration.logPerToken)
         self.apnsLog = apnsLog
         self.fcmLog = fcmLog
-        let apns = try APNsSimulator(credentials: credentials, stats: apnsStats, faults: faults, maxConcurrentStreams: configuration.maxConcurrentStreams,
+        let apns = try APNsSimulator(credentials: credentials, stats: apnsStats, maxConcurrentStreams: configuration.maxConcurrentStreams,
                                      streamsBeforeToken: configuration.streamsBeforeToken, log: apnsLog,
                                      teamBundleIDs: configuration.apnsTeamBundleIDs)
-        let fcm = try FCMSimulator(credentials: credentials, stats: fcmStats, faults: faults, tokenLifetimeSeconds: configuration.fcmTokenLifetimeSeconds,
+        let fcm = try FCMSimulator(credentials: credentials, stats: fcmStats, tokenLifetimeSeconds: configuration.fcmTokenLifetimeSeconds,
                                    log: fcmLog)
         let apnsStats = self.apnsStats
         let fcmStats = self.fcmStats
@@ -86,7 +86,7 @@ public final class Simulator: Sendable {
             }
             apns.connectionOpened(connection)
         }, handler: { request in
-            Simulator.serve(request, stats: apnsStats, log: apnsLog, faultSwitch: faults) { apns.handle($0) }
+            Simulator.serve(request, stats: apnsStats, log: apnsLog, faultSwitch: faults) { apns.handle($0, faults: $1) }
         })
         fcmServer = HTTP2Server(configuration: fcmServerConfiguration, tls: tls, group: group, onConnection: { connection in
             fcmStats.recordConnection()
@@ -96,7 +96,7 @@ public final class Simulator: Sendable {
                 connection.abort()
             }
         }, handler: { request in
-            Simulator.serve(request, stats: fcmStats, log: fcmLog, faultSwitch: faults) { fcm.handle($0) }
+            Simulator.serve(request, stats: fcmStats, log: fcmLog, faultSwitch: faults) { fcm.handle($0, faults: $1) }
         })
         apnsPort = try apnsServer.start()
         self.fcmPort = try fcmServer.start()
@@ -104,7 +104,7 @@ public final class Simulator: Sendable {
 
     /// Fault injection and the stats endpoints around a simulator's handler.
     private static func serve(_ request: HTTP2ServerRequest, stats: SimulatorStats, log: SimulatorLog, faultSwitch: SimulatorFaultSwitch,
-                              handler: (HTTP2ServerRequest) -> Void) {
+                              handler: (HTTP2ServerRequest, SimulatorFaults) -> Void) {
         if request.path.hasPrefix("/_sim/") {
             if request.path.hasPrefix("/_sim/log?token="), request.method == "GET" {
                 let raw = String(request.path.dropFirst("/_sim/log?token=".count).prefix { $0 != "&" })
@@ -127,17 +127,18 @@ public final class Simulator: Sendable {
         let state = connection.simulatorState
         // A connection open when handshake failures began goes before it processes anything,
         // so the client resends the request on a new connection, which cannot handshake yet.
-        if faultSwitch.drops(openedAt: state.openedAt) {
+        // One read of the faults per request, under one lock.
+        let reading = faultSwitch.reading(openedAt: state.openedAt)
+        if reading.drop {
             stats.recordReset()
             return connection.abort()
         }
         // Streams after a GOAWAY's last stream id are refused, never processed: the client
         // sends them again elsewhere, and nothing is delivered twice.
         if let last = state.goawayLastStreamID, request.streamID > last { return request.refuse() }
-        let faults = faultSwitch.current
-        let delay = UInt64(faults.latencyMilliseconds) * 1_000_000 + faultSwitch.stallRemainingNanoseconds()
-        if delay > 0 { request.responseDelayNanoseconds = delay }
-        handler(request)
+        let faults = reading.faults
+        if reading.delayNanoseconds > 0 { request.responseDelayNanoseconds = reading.delayNanoseconds }
+        handler(request, faults)
         if faults.goawayEvery > 0, connection.requestCount % faults.goawayEvery == 0, state.goawayLastStreamID == nil {
             state.goawayLastStreamID = request.streamID
             connection.goAway(lastStreamID: request.streamID)

@@ -151,23 +151,36 @@ public final class SimulatorFaultSwitch: Sendable {
         state.withLock { now < $0.refuseUntil }
     }
 
-    /// Whether a connection opened at `openedAt` is to be dropped.
-    func drops(openedAt: UInt64) -> Bool {
-        state.withLock { openedAt < $0.dropOpenedBefore }
+    /// What one request sees: the faults, whether its connection (opened at `openedAt`) is to be
+    /// dropped, and how long its answer waits (latency plus what is left of a stall).
+    struct Reading {
+        let faults: SimulatorFaults
+        let drop: Bool
+        let delayNanoseconds: UInt64
+    }
+
+    /// The request's ``Reading``, under one lock.
+    func reading(openedAt: UInt64, now: UInt64 = SimulatorFaultSwitch.monotonicNow) -> Reading {
+        state.withLock { state in
+            Reading(faults: state.faults, drop: openedAt < state.dropOpenedBefore,
+                    delayNanoseconds: UInt64(state.faults.latencyMilliseconds) * 1_000_000 + Self.stallRemaining(state, now: now))
+        }
     }
 
     /// How long an answer given now waits for the current stall to end (0: no stall now).
     func stallRemainingNanoseconds(now: UInt64 = SimulatorFaultSwitch.monotonicNow) -> UInt64 {
-        state.withLock { state in
-            let every = Self.nanoseconds(state.faults.stallEverySeconds)
-            let length = Self.nanoseconds(state.faults.stallSeconds)
-            guard every > 0, length > 0, now > state.stallOrigin else { return 0 }
-            // The first stall starts one period after the origin, then one each period.
-            let elapsed = now - state.stallOrigin
-            guard elapsed >= every else { return 0 }
-            let phase = elapsed % every
-            return phase < length ? length - phase : 0
-        }
+        state.withLock { Self.stallRemaining($0, now: now) }
+    }
+
+    private static func stallRemaining(_ state: State, now: UInt64) -> UInt64 {
+        let every = nanoseconds(state.faults.stallEverySeconds)
+        let length = nanoseconds(state.faults.stallSeconds)
+        guard every > 0, length > 0, now > state.stallOrigin else { return 0 }
+        // The first stall starts one period after the origin, then one each period.
+        let elapsed = now - state.stallOrigin
+        guard elapsed >= every else { return 0 }
+        let phase = elapsed % every
+        return phase < length ? length - phase : 0
     }
 
     static var monotonicNow: UInt64 {

@@ -23,6 +23,27 @@ import Testing
         #expect(switch_.stallRemainingNanoseconds(now: origin + 21 * second) == 0)
     }
 
+    @Test func oneReadingGivesTheFaultsTheDropAndTheDelay() {
+        var faults = SimulatorFaults()
+        faults.latencyMilliseconds = 200
+        faults.stallEverySeconds = 10
+        faults.stallSeconds = 2
+        faults.goawayEvery = 7
+        let switch_ = SimulatorFaultSwitch()
+        let origin = SimulatorFaultSwitch.monotonicNow
+        switch_.set(faults)
+        let second: UInt64 = 1_000_000_000
+        let calm = switch_.reading(openedAt: origin, now: origin + 5 * second)
+        #expect(calm.faults.goawayEvery == 7 && !calm.drop && calm.delayNanoseconds == 200_000_000)
+        let stalled = switch_.reading(openedAt: origin, now: origin + 10 * second + second / 2)
+        #expect(stalled.delayNanoseconds == 200_000_000 + switch_.stallRemainingNanoseconds(now: origin + 10 * second + second / 2))
+        #expect(stalled.delayNanoseconds > 200_000_000 + second)
+        // Connections open when handshake failures begin are dropped; later ones are not.
+        switch_.failHandshakes(forSeconds: 30)
+        #expect(switch_.reading(openedAt: origin).drop)
+        #expect(!switch_.reading(openedAt: SimulatorFaultSwitch.monotonicNow + second).drop)
+    }
+
     @Test func aStallDelaysAnswersAndLosesNone() async throws {
         let fixture = try SimulatorFixture()
         let client = try fixture.client(port: fixture.simulator.apnsPort)
