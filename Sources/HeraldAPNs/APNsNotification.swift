@@ -98,13 +98,9 @@ public struct APNsNotification: Sendable, Equatable {
         text.reserveCapacity(36)
         for (index, byte) in bytes.enumerated() {
             if index == 4 || index == 6 || index == 8 || index == 10 { text.append(UInt8(ascii: "-")) }
-            text.append(hexDigit(byte >> 4))
-            text.append(hexDigit(byte & 0x0F))
+            text.append(Hex.digit(byte >> 4))
+            text.append(Hex.digit(byte & 0x0F))
         }
         return String(decoding: text, as: UTF8.self)
-    }
-
-    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
-        nibble < 10 ? 0x30 + nibble : 0x57 + nibble
     }
 }
