@@ -91,23 +91,28 @@ struct MigrateCommandTests {
 }
 
 @Suite(.timeLimit(.minutes(1))) struct DevBrokerCommandTests {
-    /// `herald dev-broker` prints its bootstrap line, serves kcat, and exits 0 on SIGTERM.
-    @Test func printsBootstrapServersAndStopsOnSIGTERM() throws {
+    /// Starts `herald dev-broker ARGUMENTS` and returns it with its first line (the bootstrap line).
+    private static func start(_ arguments: [String]) throws -> (Process, String) {
         let process = Process()
         process.executableURL = TestEnvironment.heraldBinary
-        process.arguments = ["dev-broker", "--brokers", "2", "--topic", "herald.jobs:6"]
+        process.arguments = ["dev-broker"] + arguments
         let output = Pipe()
         process.standardOutput = output
         process.standardError = Pipe()
         try process.run()
-        defer { if process.isRunning { Subprocess.stop(process) } }
         var line = Data()
         while !line.contains(UInt8(ascii: "\n")) {
             let chunk = output.fileHandleForReading.availableData
             if chunk.isEmpty { break }
             line.append(chunk)
         }
-        let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return (process, String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    /// `herald dev-broker` prints its bootstrap line, serves kcat, and exits 0 on SIGTERM.
+    @Test func printsBootstrapServersAndStopsOnSIGTERM() throws {
+        let (process, text) = try Self.start(["--brokers", "2", "--topic", "herald.jobs:6"])
+        defer { if process.isRunning { Subprocess.stop(process) } }
         #expect(text.hasPrefix("bootstrap.servers=127.0.0.1:"))
         let servers = text.dropFirst("bootstrap.servers=".count).split(separator: ",")
         #expect(servers.count == 2)
@@ -124,21 +129,9 @@ struct MigrateCommandTests {
     /// for tests outside the process): a message sent meanwhile is acknowledged only once they are
     /// up, nothing sent before is lost, and SIGTERM still stops it with 0.
     @Test func brokersGoDownOnSIGUSR1AndComeBackOnSIGUSR2() async throws {
-        let process = Process()
-        process.executableURL = TestEnvironment.heraldBinary
-        process.arguments = ["dev-broker", "--brokers", "1", "--topic", "outage:1"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = Pipe()
-        try process.run()
+        let (process, text) = try Self.start(["--brokers", "1", "--topic", "outage:1"])
         defer { if process.isRunning { Subprocess.stop(process) } }
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            line.append(chunk)
-        }
-        let servers = String(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("bootstrap.servers=".count))
+        let servers = String(text.dropFirst("bootstrap.servers=".count))
         let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: servers, properties: ["message.timeout.ms": "60000"]))
         _ = try await producer.send(topic: "outage", key: "k", value: "before")
 

@@ -34,15 +34,14 @@ enum CommandKafka {
         let consumer = try KafkaConsumer(configuration: configuration, groupID: TestEnvironment.uniqueName("herald-cli-test"))
         try consumer.subscribe(topics: [topic])
         var messages: [KafkaMessage] = []
-        let deadline = Date().addingTimeInterval(seconds)
-        while messages.count < count && Date() < deadline {
-            if let message = try await consumer.poll(timeoutMilliseconds: 200) {
-                messages.append(message)
-                consumer.markProcessed(message)
+        var deadline = Date().addingTimeInterval(seconds)
+        var watching = false
+        while Date() < deadline {
+            if !watching && messages.count >= count {
+                guard thenWatch > 0 else { break }
+                watching = true
+                deadline = Date().addingTimeInterval(thenWatch)
             }
-        }
-        let watchEnd = Date().addingTimeInterval(thenWatch)
-        while thenWatch > 0 && Date() < watchEnd {
             if let message = try await consumer.poll(timeoutMilliseconds: 200) {
                 messages.append(message)
                 consumer.markProcessed(message)
