@@ -54,13 +54,21 @@ import Testing
         faults.stallEverySeconds = 2
         faults.stallSeconds = 1.9
         fixture.simulator.faults.set(faults)
-        // Into the first stall (2 s after `set`, for 1.9 s), then send.
+        // Into a stall (the first starts 2 s after `set` and lasts 1.9 s) with at least 0.5 s of it
+        // left, however late the sleep wakes on a loaded machine; then send. The stall ends at a
+        // fixed moment, so the answer cannot come sooner than what was left of it when the send began.
         try await Task.sleep(for: .milliseconds(2050))
+        var remaining = fixture.simulator.faults.stallRemainingNanoseconds()
+        while remaining < 500_000_000 {
+            try await Task.sleep(for: .milliseconds(20))
+            remaining = fixture.simulator.faults.stallRemainingNanoseconds()
+        }
         let started = ContinuousClock.now
         let response = try await client.send(try fixture.apnsRequest(token: SimulatorFixture.deviceToken(2), providerToken: provider))
         let waited = ContinuousClock.now - started
         #expect(response.status == 200)
-        #expect(waited >= .seconds(1), "answered after \(waited), inside a 1.9 s stall")
+        let atLeast = Duration.nanoseconds(Int64(remaining)) - .milliseconds(20)
+        #expect(waited >= atLeast, "answered after \(waited), with \(remaining) ns of a 1.9 s stall left")
         #expect(fixture.simulator.apnsStats.snapshot.accepted == 2)
         client.shutdown()
     }
