@@ -202,7 +202,7 @@ extension KafkaMockClusterIntegration {
 
             // The periodic commit (every second) carries the rest once 4 is done.
             consumer.markProcessed(messages[4])
-            #expect(await waitUntil(seconds: 5) { consumer.statistics.commits >= 2 })
+            #expect(await waitUntil(seconds: 20) { consumer.statistics.commits >= 2 })
             #expect(try await consumer.committedOffsets(for: partition) == [partition[0]: 10])
             await consumer.close()
         }
@@ -229,7 +229,7 @@ extension KafkaMockClusterIntegration {
             // Take the budget's worth and sit on it, as a worker whose sends are all in flight.
             let held = try await consume(consumer, count: 500, seconds: 30)
             #expect(held.count == 500)
-            #expect(await waitUntil(seconds: 5) { consumer.statistics.isPaused })
+            #expect(await waitUntil(seconds: 20) { consumer.statistics.isPaused })
             try await Task.sleep(for: .seconds(1))
             let baseline = residentBytes()
             var peak = baseline

@@ -156,10 +156,17 @@ struct RetentionSweeperTests {
             try await Task.sleep(for: .milliseconds(50))
         }
         #expect(try await ids(pool, "SELECT id FROM jobs").isEmpty)
-        let started = ContinuousClock.now
         stop.set()
         await running.value
-        #expect(ContinuousClock.now - started < .seconds(2), "a stop request ends the sleep")
+        // A stop request ends the sleep between rounds: a sweeper of a two-minute interval
+        // stops in seconds.
+        let patient = StopSignal()
+        let waiting = Task { await RetentionSweeper(pool: pool, retentionDays: 30, log: log, interval: .seconds(120)).run(stop: patient) }
+        try await Task.sleep(for: .milliseconds(500))
+        let started = ContinuousClock.now
+        patient.set()
+        await waiting.value
+        #expect(ContinuousClock.now - started < .seconds(30), "a stop request ends the sleep")
         #expect(lines.withLock { $0 }.contains { $0.contains("retention sweep") && $0.contains("\"jobs\":1") })
         await drop(name, pool)
     }

@@ -42,21 +42,21 @@ struct DLQCommandTests {
         #expect(dry.stdout.contains("key=sub-c"))
         #expect(!dry.stdout.contains("key=job-a"))
         #expect(dry.stdout.contains("read 4 dead letters: 2 match, 2 would be replayed, 1 undecodable"))
-        #expect(try await CommandKafka.read(jobs, count: 1, seconds: 3).isEmpty, "a dry run produces nothing")
 
         let large = try await replay(["--since", "2026-02-01T00:00:00Z", "--until", "2026-03-02T00:00:00Z", "--reason-contains", "large"])
         #expect(large.status == 0, "\(large.stderr)")
         #expect(large.stdout.contains("1 match, replayed 1, failed 0"))
-        let back = try await CommandKafka.read(jobs, count: 1)
-        #expect(back.map(\.keyString) == ["job-b"])
+        // Read from the beginning and watched after the first: the dry run put nothing before it.
+        let back = try await CommandKafka.read(jobs, count: 1, thenWatch: 2)
+        #expect(back.map(\.keyString) == ["job-b"], "a dry run produces nothing; one replay, one message")
         #expect(back.map(\.valueString) == [#"{"id":"job-b"}"#])
 
         let all = try await replay([])
         #expect(all.status == 0, "\(all.stderr)")
         #expect(all.stdout.contains("read 4 dead letters: 3 match, replayed 3"))
-        let jobMessages = try await CommandKafka.read(jobs, count: 3)
+        let jobMessages = try await CommandKafka.read(jobs, count: 3, thenWatch: 2)
         #expect(jobMessages.compactMap(\.keyString).sorted() == ["job-a", "job-b", "job-b"])
-        let eventMessages = try await CommandKafka.read(events, count: 1)
+        let eventMessages = try await CommandKafka.read(events, count: 1, thenWatch: 2)
         #expect(eventMessages.map(\.keyString) == ["sub-c"])
         #expect(eventMessages.map(\.valueString) == [#"{"type":"zapped"}"#])
     }
