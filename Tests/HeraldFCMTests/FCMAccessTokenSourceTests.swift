@@ -46,13 +46,14 @@ import Testing
     }
 
     @Test func refusedTokenIsRefreshedOnceThenSendRetried() async throws {
-        // The simulator's tokens die after 3 s of real time while the injected clock stands
-        // still, so only FCM's 401 tells the client. (3 s, not 1: on a loaded machine a first
-        // send can itself take over a second.)
-        let fixture = try FCMSimulatorFixture(tokenLifetimeSeconds: 3)
+        // The simulator's tokens die after 10 s of real time (counted in whole seconds, so 9–10 s)
+        // while the injected clock stands still, so only FCM's 401 tells the client. Long
+        // enough that on a loaded machine the first send and the refreshed retry each fit in
+        // their token's life.
+        let fixture = try FCMSimulatorFixture(tokenLifetimeSeconds: 10)
         let client = try fixture.fcmClient(refreshMarginSeconds: 0)
         #expect(await client.send(body: FCMSimulatorFixture.body()).receiptReason == nil)
-        try await Task.sleep(for: .milliseconds(3200))
+        try await Task.sleep(for: .milliseconds(10_200))
         let issuedBefore = fixture.stats.tokensIssued
         let outcome = await client.send(body: FCMSimulatorFixture.body(token: "device-2"))
         guard case .accepted = outcome else {

@@ -29,7 +29,8 @@ import Testing
         } throws: { error in
             (error as? KafkaError)?.code == .unsupported
         }
-        #expect(ContinuousClock.now - started < .seconds(10), "no wait for the request timeout")
+        // The request timeout is 30 s; admin start and metadata take a few on a loaded machine.
+        #expect(ContinuousClock.now - started < .seconds(25), "no wait for the request timeout")
     }
 
     @Test func anUnreachableClusterIsAnError() async throws {

@@ -34,9 +34,20 @@ struct SchedulerTests {
         // Two workers: each its own pool, producer and scheduler, racing over the same table.
         let pools = [database.pool(), database.pool()]
         let producers = [try KafkaProducer(configuration: configuration), try KafkaProducer(configuration: configuration)]
+        // Each worker's sink holds its batch (rows locked) until the other has claimed one too, up
+        // to 30 s, so both take part however late one of them starts on a loaded machine.
+        let claimedOne = Mutex<[Bool]>([false, false])
         let schedulers = (0..<2).map { index in
-            Scheduler(repository: ScheduleRepository(pool: pools[index]), clock: SystemWallClock(), workerID: "w\(index)", log: log,
-                      interval: .milliseconds(10), batch: 200, sink: Scheduler.kafkaSink(producer: producers[index], topics: topics))
+            let kafka = Scheduler.kafkaSink(producer: producers[index], topics: topics)
+            return Scheduler(repository: ScheduleRepository(pool: pools[index]), clock: SystemWallClock(), workerID: "w\(index)", log: log,
+                             interval: .milliseconds(10), batch: 200) { releases in
+                claimedOne.withLock { $0[index] = true }
+                let deadline = ContinuousClock.now + .seconds(30)
+                while !claimedOne.withLock({ $0.allSatisfy { $0 } }) && ContinuousClock.now < deadline {
+                    try? await Task.sleep(for: .milliseconds(10))
+                }
+                return await kafka(releases)
+            }
         }
         let counts = try await withThrowingTaskGroup(of: Int.self) { group in
             for scheduler in schedulers {
@@ -125,11 +136,15 @@ struct SchedulerTests {
         }
         let stop = StopSignal()
         let loop = Task { await scheduler.run(stop: stop) }
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(released.all.isEmpty)
+        // The first heartbeat's round trip may be slow on a loaded machine; a wrong count (1 or 3)
+        // never turns into 2 and fails at the deadline.
+        let counted = ContinuousClock.now + .seconds(20)
+        while scheduler.liveWorkers != 2 && ContinuousClock.now < counted { try await Task.sleep(for: .milliseconds(20)) }
         #expect(scheduler.liveWorkers == 2)
+        #expect(released.all.isEmpty)
         clock.set(due)
-        for _ in 0..<100 where released.all.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+        let releasedBy = ContinuousClock.now + .seconds(20)
+        while released.all.isEmpty && ContinuousClock.now < releasedBy { try await Task.sleep(for: .milliseconds(20)) }
         #expect(released.all.count == 1)
         stop.set()
         await loop.value

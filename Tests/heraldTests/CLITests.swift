@@ -136,7 +136,15 @@ struct MigrateCommandTests {
         _ = try await producer.send(topic: "outage", key: "k", value: "before")
 
         kill(process.processIdentifier, SIGUSR1)
-        try await Task.sleep(for: .milliseconds(500))
+        // Down once it says so (a fixed sleep could end first on a loaded machine).
+        let said = try #require(process.standardError as? Pipe)
+        var stderr = Data()
+        while !String(decoding: stderr, as: UTF8.self).contains("brokers down") {
+            let chunk = said.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            stderr.append(chunk)
+        }
+        #expect(String(decoding: stderr, as: UTF8.self).contains("brokers down"))
         let clock = ContinuousClock()
         let pending = Task { () throws -> (KafkaDeliveryReport, ContinuousClock.Instant) in
             (try await producer.send(topic: "outage", key: "k", value: "during"), clock.now)

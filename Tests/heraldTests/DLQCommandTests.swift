@@ -14,7 +14,7 @@ struct DLQCommandTests {
 
     private func replay(_ arguments: [String]) async throws -> Subprocess.Result {
         let environment = try CommandKafka.environment(["HERALD_TOPIC_DLQ": dlq, "HERALD_TOPIC_JOBS": jobs, "HERALD_TOPIC_DEVICE_EVENTS": events])
-        return try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["dlq", "replay", "--idle-seconds", "2"] + arguments, environment: environment)
+        return try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["dlq", "replay", "--idle-seconds", "6"] + arguments, environment: environment)
     }
 
     private func letter(_ reason: String, _ topic: String, _ original: String, at: String) throws -> [UInt8] {

@@ -70,7 +70,7 @@ struct LiveActivityEndToEndTests {
             try await fixture.activityToken(activity: "order-1", subscription: android, token: "fcm-live-android-2")
             try await fixture.startWorkers(4)
             // Let the four members settle into the group before the work arrives.
-            try await Task.sleep(for: .seconds(8))
+            try await fixture.waitForSettledGroup()
 
             var random = SplitMix64(seed: 9)
             var sequences = Array(Int64(1)...1000)
@@ -193,7 +193,7 @@ struct LiveActivityEndToEndTests {
             let activityToken = Self.hex("activity-k")
             try await fixture.activityToken(activity: "order-k", subscription: ios, token: activityToken)
             try await fixture.startWorkers(4)
-            try await Task.sleep(for: .seconds(8))
+            try await fixture.waitForSettledGroup()
 
             var random = SplitMix64(seed: 21)
             var sequences = Array(Int64(1)...400)

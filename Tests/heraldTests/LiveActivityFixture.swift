@@ -31,6 +31,8 @@ final class LiveActivityFixture {
     private(set) var apnsPort = 0
     private(set) var fcmPort = 0
     private(set) var workers: [Background] = []
+    /// Each worker's `/metrics` port, by label.
+    private(set) var metricsPorts: [String: Int] = [:]
     private var tail: Task<Void, Never>?
     private var consumer: KafkaConsumer?
 
@@ -122,7 +124,9 @@ final class LiveActivityFixture {
             environment["HERALD_APNS_ENDPOINT"] = "https://127.0.0.1:\(apnsPort)"
             environment["HERALD_FCM_ENDPOINT"] = "https://127.0.0.1:\(fcmPort)"
             environment["HERALD_TLS_CA_FILE"] = simDirectory.appendingPathComponent("ca.pem").path
-            environment["HERALD_HTTP_PORT"] = String(try TestPorts.free())
+            let port = try TestPorts.free()
+            environment["HERALD_HTTP_PORT"] = String(port)
+            metricsPorts[id] = port
             environment["HERALD_WORKER_ID"] = id
             environment["HERALD_KAFKA_GROUP"] = "\(name).workers"
             environment["HERALD_KAFKA_PROPERTY_SESSION_TIMEOUT_MS"] = "6000"
@@ -139,6 +143,34 @@ final class LiveActivityFixture {
             }
             guard worker.stdout.contains("worker ready") else { throw Failure("\(worker.label) not ready: \(worker.stderr.suffix(2000))") }
         }
+    }
+
+    /// Waits (up to `seconds`, then goes on) until every worker's consumers have had an assignment and no
+    /// worker's `herald_rebalances_total` has moved for `quiet` seconds: the group has settled,
+    /// so the work that follows is not moved between members mid-stream by a late join.
+    func waitForSettledGroup(quiet: Double = 6, seconds: Double = 90) async throws {
+        guard let curl = Subprocess.which("curl") else { throw Failure("curl is not on PATH") }
+        let deadline = Date().addingTimeInterval(seconds)
+        var last: [Int]?
+        var since = Date()
+        while Date() < deadline {
+            var counts: [Int] = []
+            for (_, port) in metricsPorts.sorted(by: { $0.key < $1.key }) {
+                let result = try await Subprocess.runDetached(curl, ["-sf", "--max-time", "5", "http://127.0.0.1:\(port)/metrics"], timeout: 10)
+                let count = result.stdout.split(separator: "\n").first { $0.hasPrefix("herald_rebalances_total") }
+                    .flatMap { $0.split(separator: " ").last }.flatMap { Double($0) }.map { Int($0) } ?? 0
+                counts.append(count)
+            }
+            if counts != last {
+                last = counts
+                since = Date()
+            } else if counts.allSatisfy({ $0 >= 1 }) && Date().timeIntervalSince(since) >= quiet {
+                return
+            }
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        // The scenario goes on and judges what it sees; the log says why it may have been moved.
+        FileHandle.standardError.write(Data("live activities: the workers' group did not settle within \(Int(seconds)) s: rebalances \(last ?? [])\n".utf8))
     }
 
     // MARK: data

@@ -380,7 +380,7 @@ func waitForCompletion(_ fixture: PipelineFixture, job: String, audience: [Strin
         waiting = "; unfinished shards (no, state, sent, holder, started): \(shards.map { $0.map { $0 ?? "-" } }); parked retries (shard, subscription, attempts, next, first, reason): \(parked.map { $0.map { $0 ?? "-" } })"
     }
     try #require(completed, "\(job): no completed event within \(Int(timeout)) s; \(fixture.results.terminalCount(job: job)) of \(audience.count) terminal receipts; halted: \(fixture.results.events(job: job, stage: .halted).map(\.json.serializedString))\(waiting); worker errors: \(fixture.workers.map { "\($0.id): \($0.errorLines(limit: 5))" })")
-    _ = try await fixture.wait(seconds: 15) { fixture.results.terminalCount(job: job) >= audience.count }
+    _ = try await fixture.wait(seconds: 60) { fixture.results.terminalCount(job: job) >= audience.count }
     return seconds
 }
 

@@ -23,6 +23,13 @@ struct ScheduledDeliveryTests {
 
     private func scenario(_ world: HeraldRunWorld) async throws {
         try await world.seed(devices: 40)
+        let audience = Set(try await world.pool.query(
+            "SELECT id::text FROM subscriptions WHERE app_id = 'load' AND opted_in AND invalidated_at IS NULL").rows.compactMap { $0[0] })
+        let quiet = Set(try await world.pool.query(
+            "SELECT id::text FROM subscriptions WHERE app_id = 'load' AND opted_in AND invalidated_at IS NULL ORDER BY id LIMIT 10").rows.compactMap { $0[0] })
+        try await world.startWorkers(2)
+        // The window is set once the workers run, so however long they took to start, the job
+        // meets it open.
         // Everyone in UTC; a quarter with a quiet window that started a minute ago and ends at the
         // next minute but one (quiet hours have minute precision), the rest outside any window.
         let now = Date()
@@ -40,11 +47,6 @@ struct ScheduledDeliveryTests {
             UPDATE subscriptions SET quiet_start = $1::time, quiet_end = $2::time
             WHERE app_id = 'load' AND id IN (SELECT id FROM subscriptions WHERE app_id = 'load' ORDER BY id OFFSET 10)
             """, [format(now.addingTimeInterval(3 * 3600)), format(now.addingTimeInterval(4 * 3600))])
-        let audience = Set(try await world.pool.query(
-            "SELECT id::text FROM subscriptions WHERE app_id = 'load' AND opted_in AND invalidated_at IS NULL").rows.compactMap { $0[0] })
-        let quiet = Set(try await world.pool.query(
-            "SELECT id::text FROM subscriptions WHERE app_id = 'load' AND opted_in AND invalidated_at IS NULL ORDER BY id LIMIT 10").rows.compactMap { $0[0] })
-        try await world.startWorkers(2)
 
         let sendAfter = Timestamp(Date().addingTimeInterval(5))
         let job = """
@@ -90,10 +92,11 @@ struct ScheduledDeliveryTests {
         #expect(stale.count == audience.count && stale.allSatisfy { $0.stage == .dropped && $0.reason == .expired })
         #expect(world.receipts.first(job: "stale", stage: .completed)?.totals == Receipt.Totals(dropped: Int64(audience.count)))
 
-        // Cancelled while it waits for send_after: released anyway, every device dropped `cancelled`.
+        // Cancelled while it waits for send_after (30 s: planning and the cancel command fit in it on
+        // a loaded machine): released anyway, every device dropped `cancelled`.
         let cancelledJob = """
             {"schema":"herald.job.v1","id":"called-off","app_id":"load","kind":"notification","created_at":"\(Timestamp.now.rfc3339)",\
-            "audience":{"all":true},"content":{"title":"Never"},"delivery":{"send_after":"\(Timestamp(Date().addingTimeInterval(8)).rfc3339)"}}
+            "audience":{"all":true},"content":{"title":"Never"},"delivery":{"send_after":"\(Timestamp(Date().addingTimeInterval(30)).rfc3339)"}}
             """
         try await world.produce(urgent: false, cancelledJob, id: "called-off")
         #expect(try await world.wait(seconds: 30) {

@@ -58,7 +58,9 @@ struct TailCommandTests {
             receipt("job-x", "00000000-0000-0000-0000-000000000003", .failed, reason: .retriesExhausted),
             (nil, Array("garbage".utf8)),
         ])
-        let result = try await tail(["results", "--from-beginning", "--job", "job-x", "--timeout", "4"])
+        // The silence timer starts with the process, before the group join (about 3 s on the mock
+        // cluster), so it is long enough for a loaded machine; it only ends the read.
+        let result = try await tail(["results", "--from-beginning", "--job", "job-x", "--timeout", "15"])
         #expect(result.status == 0, "\(result.stderr)")
         let printed = lines(result.stdout)
         #expect(printed.count == 2, "\(printed)")
@@ -105,12 +107,17 @@ struct TailCommandTests {
     @Test func sigtermStopsAFollowingTailWithStatus0() async throws {
         let process = Process()
         process.executableURL = TestEnvironment.heraldBinary
-        process.arguments = ["tail", "results"]
         process.environment = ProcessInfo.processInfo.environment.merging(try environment) { _, new in new }
-        process.standardOutput = FileHandle.nullDevice
+        try await CommandKafka.produce(results, [receipt("job-live", "00000000-0000-0000-0000-000000000009", .accepted)])
+        process.arguments = ["tail", "results", "--from-beginning"]
+        let output = Pipe()
+        process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
-        try await Task.sleep(for: .seconds(2))
+        // Its first line means it is consuming, with the stop handlers (installed before the
+        // consumer) in place, however slowly it started.
+        let first = await Task.detached { output.fileHandleForReading.availableData }.value
+        #expect(String(decoding: first, as: UTF8.self).contains("job=job-live"))
         #expect(process.isRunning, "follows until stopped")
         #expect(Subprocess.stop(process, grace: 10) == 0)
     }
