@@ -167,14 +167,31 @@ public struct JobAdministration: Sendable {
     }
 
     /// Cancels the job: running shards notice at their next page and drop the rest of their
-    /// audience with `cancelled`. Returns false when the job had already completed or been
-    /// cancelled (nothing changed); `notFound` when there is no such job.
+    /// audience with `cancelled`; shards waiting for their retries in `scheduled_jobs` (the
+    /// job's and its sub-jobs') are made due now, so they run, drop theirs and let the job
+    /// complete without waiting out the backoff. Returns false when the job had already
+    /// completed or been cancelled (nothing changed); `notFound` when there is no such job.
     public func cancel(jobID: String) async throws(PostgresError) -> Bool {
-        let updated = try await pool.query("""
-            UPDATE jobs SET state = 'cancelled', cancelled_at = now()
-            WHERE id = $1 AND state NOT IN ('completed', 'cancelled')
-            """, [jobID])
-        if updated.affected > 0 { return true }
+        let cancelled = try await pool.withTransaction { connection throws(PostgresError) -> Bool in
+            let updated = try await connection.query("""
+                UPDATE jobs SET state = 'cancelled', cancelled_at = now()
+                WHERE id = $1 AND state NOT IN ('completed', 'cancelled')
+                """, [jobID])
+            guard updated.affected > 0 else { return false }
+            // One release per waiting shard, due this second (a shard that waits twice, after
+            // a crash, has two rows: the earliest is kept); then the later ones go.
+            let waits = "reason = 'retry' AND shard_no >= 0 AND (job_id = $1 OR job_id IN (SELECT id FROM jobs WHERE parent_id = $1))"
+            try await connection.query("""
+                INSERT INTO scheduled_jobs (job_id, app_id, due_at, lane, body, reason, shard_no)
+                SELECT DISTINCT ON (job_id, shard_no) job_id, app_id, date_trunc('second', now()), lane, body, reason, shard_no
+                FROM scheduled_jobs WHERE \(waits) AND due_at > date_trunc('second', now())
+                ORDER BY job_id, shard_no, due_at
+                ON CONFLICT ON CONSTRAINT scheduled_jobs_release_key DO NOTHING
+                """, [jobID])
+            try await connection.query("DELETE FROM scheduled_jobs WHERE \(waits) AND due_at > date_trunc('second', now())", [jobID])
+            return true
+        }
+        if cancelled { return true }
         let exists = try await pool.query("SELECT 1 FROM jobs WHERE id = $1", [jobID])
         guard !exists.rows.isEmpty else { throw PostgresError(.notFound, "no job \(jobID)") }
         return false

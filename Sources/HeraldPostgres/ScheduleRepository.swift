@@ -1,17 +1,31 @@
 public import HeraldCore
 
-/// One row of `scheduled_jobs`: a job message to produce at `dueAt`.
+/// One row of `scheduled_jobs`: a job (or shard) message to produce at `dueAt`.
 public struct ScheduledRelease: Sendable, Equatable {
     public var id: Int64
     public var jobID: String
     public var appID: String
     public var dueAt: Timestamp
-    /// `campaign` or `urgent`.
+    /// `campaign` or `urgent` (a job message); `shards` or `shards-urgent` (a shard message).
     public var lane: String
-    /// The job message to produce (JSON text).
+    /// The message to produce (JSON text).
     public var body: String
     /// `send-after`, `local-time`, `quiet-hours`, `best-hour` or `retry`.
     public var reason: String
+    /// The shard of a shard message (lanes `shards`, `shards-urgent`); nil for a job message.
+    public var shardNo: Int?
+
+    /// A release.
+    public init(id: Int64, jobID: String, appID: String, dueAt: Timestamp, lane: String, body: String, reason: String, shardNo: Int? = nil) {
+        self.id = id
+        self.jobID = jobID
+        self.appID = appID
+        self.dueAt = dueAt
+        self.lane = lane
+        self.body = body
+        self.reason = reason
+        self.shardNo = shardNo
+    }
 }
 
 /// `scheduled_jobs`: releases stored idempotently and claimed with `FOR UPDATE SKIP LOCKED`.
@@ -23,16 +37,19 @@ public struct ScheduleRepository: Sendable {
         self.pool = pool
     }
 
-    /// Stores a release unless the same (job, reason, due second) is stored; true when stored.
-    /// `dueAt` is rounded down to whole seconds.
+    /// Stores a release unless the same (job, reason, due second, shard) is stored; true when
+    /// stored. `dueAt` is rounded down to whole seconds. `shardNo`: the shard of a shard
+    /// message (lanes `shards`, `shards-urgent`, reason `retry`).
     @discardableResult
     public func schedule(jobID: String, appID: String, dueAt: Timestamp, lane: String, body: String,
-                         reason: String) async throws(PostgresError) -> Bool {
+                         reason: String, shardNo: Int? = nil) async throws(PostgresError) -> Bool {
         let rows = try await pool.query("""
-            INSERT INTO scheduled_jobs (job_id, app_id, due_at, lane, body, reason)
-            VALUES ($1, $2, $3::timestamptz, $4, $5::jsonb, $6)
+            INSERT INTO scheduled_jobs (job_id, app_id, due_at, lane, body, reason, shard_no)
+            VALUES ($1, $2, $3::timestamptz, $4, $5::jsonb, $6, $7::integer)
             ON CONFLICT ON CONSTRAINT scheduled_jobs_release_key DO NOTHING RETURNING id
-            """, [jobID, appID, SQLValue.timestamp(Timestamp(seconds: dueAt.seconds)), lane, body, reason])
+            """, [jobID, appID, SQLValue.timestamp(Timestamp(seconds: dueAt.seconds)), lane, body, reason, String(shardNo ?? -1)],
+            // Safe to repeat: the release key makes a second insert of the same row a no-op.
+            idempotent: true)
         return !rows.rows.isEmpty
     }
 
@@ -46,13 +63,14 @@ public struct ScheduleRepository: Sendable {
                            _ produce: ([ScheduledRelease]) async -> [Int64]) async throws(PostgresError) -> Int {
         try await pool.withTransaction { connection throws(PostgresError) -> Int in
             let rows = try await connection.query("""
-                SELECT id, job_id, app_id, due_at, lane, body::text, reason FROM scheduled_jobs
+                SELECT id, job_id, app_id, due_at, lane, body::text, reason, shard_no FROM scheduled_jobs
                 WHERE due_at <= COALESCE($2::timestamptz, now()) ORDER BY due_at, id LIMIT $1::bigint FOR UPDATE SKIP LOCKED
                 """, [String(limit), now.map(SQLValue.timestamp)])
             let releases = rows.rows.compactMap { row -> ScheduledRelease? in
                 guard let id = row[0].flatMap({ Int64($0) }), let job = row[1], let app = row[2],
                       let due = row[3].flatMap(SQLValue.timestamp), let lane = row[4], let body = row[5], let reason = row[6] else { return nil }
-                return ScheduledRelease(id: id, jobID: job, appID: app, dueAt: due, lane: lane, body: body, reason: reason)
+                let shard = row[7].flatMap { Int($0) }.flatMap { $0 >= 0 ? $0 : nil }
+                return ScheduledRelease(id: id, jobID: job, appID: app, dueAt: due, lane: lane, body: body, reason: reason, shardNo: shard)
             }
             if releases.isEmpty { return 0 }
             let done = await produce(releases)

@@ -5,10 +5,11 @@ import Synchronization
 
 /// The scheduler of DESIGN §1, run by every worker: claims due rows of `scheduled_jobs` with
 /// `FOR UPDATE SKIP LOCKED`, produces each to `herald.jobs` (or `herald.jobs.urgent` for the
-/// urgent lane), and deletes it in the same transaction once the broker acknowledged it. A crash
-/// before the commit leaves the row (its lock goes with the connection) for the next round: a
-/// release may then be produced twice, which the `jobs` row of the sub-job makes harmless; a row
-/// is never lost and never handed to two schedulers at once.
+/// urgent lane; a shard waiting for its retries to `herald.shards` or `herald.shards.urgent`),
+/// and deletes it in the same transaction once the broker acknowledged it. A crash before the
+/// commit leaves the row (its lock goes with the connection) for the next round: a release may
+/// then be produced twice, which the `jobs` row of the sub-job (the shard's lease and state)
+/// makes harmless; a row is never lost and never handed to two schedulers at once.
 ///
 /// Also writes this worker's heartbeat, from which ``liveWorkers`` (the workers sharing the
 /// provider rate ceilings) is read.
@@ -39,12 +40,12 @@ public final class Scheduler: Sendable {
         self.sink = sink
     }
 
-    /// A sink producing each release's body to the jobs topic of its lane, keyed by its job id.
+    /// A sink producing each release's body to the topic of its lane, keyed by its job id (a
+    /// shard message by `job_id/shard_no`, as the planner keys it).
     public static func kafkaSink(producer: KafkaProducer, topics: WorkerConfiguration.Topics) -> Sink {
         { releases in
             let messages = releases.map { release in
-                KafkaProducerMessage(topic: release.lane == "urgent" ? topics.jobsUrgent : topics.jobs,
-                                     key: Array(release.jobID.utf8), value: Array(release.body.utf8))
+                KafkaProducerMessage(topic: topic(of: release, topics), key: Array(key(of: release).utf8), value: Array(release.body.utf8))
             }
             let results = await producer.sendAll(messages)
             return zip(releases, results).compactMap { release, result in
@@ -52,6 +53,22 @@ public final class Scheduler: Sendable {
                 return nil
             }
         }
+    }
+
+    /// The topic a release goes to: by lane; `campaign` (and anything unknown, which the table's
+    /// check refuses anyway) to the jobs topic.
+    public static func topic(of release: ScheduledRelease, _ topics: WorkerConfiguration.Topics) -> String {
+        switch release.lane {
+        case "urgent": topics.jobsUrgent
+        case "shards": topics.shards
+        case "shards-urgent": topics.shardsUrgent
+        default: topics.jobs
+        }
+    }
+
+    /// The message key of a release: the job id, or `job_id/shard_no` for a shard.
+    public static func key(of release: ScheduledRelease) -> String {
+        release.shardNo.map { "\(release.jobID)/\($0)" } ?? release.jobID
     }
 
     /// Workers seen in the last 30 s (at least 1), as of the last heartbeat.

@@ -30,6 +30,10 @@ public struct ShardSettings: Sendable {
     /// On stop, how long sends in flight may take to answer before the shard checkpoints without
     /// them (they are resent by whoever takes the shard over).
     public var drainDeadline: Duration = .seconds(10)
+    /// A shard whose only work left is retries due more than this many seconds away hands the
+    /// wait to the scheduler and frees its shard slot (default 10): one app's throttled or
+    /// failing provider must not hold every slot for its backoff while other jobs wait.
+    public var retryHoldSeconds: Double = 10
 
     /// The defaults.
     public init() {}
@@ -73,6 +77,9 @@ public enum ShardRunOutcome: Sendable, Equatable {
     case alreadyDone
     /// The rest waits behind a halted provider; resumable with `herald jobs resume`.
     case halted
+    /// Only retries are left, the first due at `until`: the shard is checkpointed and released,
+    /// and its message waits in `scheduled_jobs` to be produced again then (the slot is free).
+    case waiting(until: Timestamp)
     /// Another worker took the shard over.
     case leaseLost
     /// The worker is stopping: the shard is checkpointed and released, its message not committed.
@@ -93,6 +100,10 @@ public struct ShardRunner: Sendable {
     public var throttles: ThrottleRepository?
     /// Provider rate ceilings, this worker's share (issue 10).
     public var rateLimits: ProviderRateLimits?
+    /// Where a shard left with only later retries puts its message to be produced again when
+    /// the first falls due (``ShardSettings/retryHoldSeconds``). Without it the run holds its
+    /// slot and waits.
+    public var retryWaits: ScheduleRepository?
 
     /// A runner.
     public init(context: PipelineContext) {
@@ -162,6 +173,11 @@ public struct ShardRunner: Sendable {
             run.throttle = JobThrottle(jobID: job.reported.id, perMinute: perMinute, repository: throttles)
         }
         run.rateLimits = rateLimits
+        // A live activity's run is planned afresh from its job (the numbering check), so only
+        // audience shards hand their waits over.
+        if retryWaits != nil, case .audience = source, dropping == nil, job.kind != .liveActivity {
+            run.handOverAfterSeconds = context.settings.retryHoldSeconds
+        }
         let outcome = try await run.run()
         await run.throttle?.finish()
         switch outcome {
@@ -170,6 +186,16 @@ public struct ShardRunner: Sendable {
             try await completeJobIfDone(job)
         case .halted:
             try await context.jobs.setState(jobID: job.id, to: "halted", from: ["running", "planned"])
+        case .waiting(let until):
+            // Released already: a crash from here on redelivers the shard message, whose run
+            // finds the same parked retries and stores the same release (same key) again.
+            if let retryWaits {
+                // Whole seconds, rounded up, so the run it starts finds the first retry due.
+                let due = Timestamp(seconds: until.seconds + (until.nanoseconds > 0 ? 1 : 0))
+                try await retryWaits.schedule(jobID: shard.jobID, appID: job.appID, dueAt: due,
+                                              lane: job.delivery.urgent ? "shards-urgent" : "shards",
+                                              body: shard.json.serialized(), reason: "retry", shardNo: shard.shardNo)
+            }
         case .alreadyDone, .leaseLost, .interrupted:
             break
         }
@@ -287,6 +313,9 @@ final class ShardRun {
     /// Subscriptions whose live-activity or push-to-start token was unregistered: only that
     /// token is invalidated at the checkpoint, never the subscription.
     var tokenInvalidations: [String] = []
+    /// When set, a run left with nothing in flight and only retries due more than this many
+    /// seconds away ends as ``ShardRunOutcome/waiting(until:)`` instead of waiting in its slot.
+    var handOverAfterSeconds: Double?
 
     init(context: PipelineContext, job: Job, lease: ShardLease, range: SubscriptionRange, delivery: AppDelivery) {
         self.context = context
@@ -360,6 +389,7 @@ final class ShardRun {
             if checkpointDue { try await checkpoint() }
         }
         // 2. What is parked: retries as they fall due, verdicts, halts lifted meanwhile.
+        var waitingUntil: Timestamp?
         while !context.stop.isSet {
             settleParked(final: false)
             try await dispatchDueRetries(&group)
@@ -367,6 +397,10 @@ final class ShardRun {
                 settleParked(final: true)
                 let waiting = parked.values.filter { if case .halted = $0.kind { return false } else { return true } }
                 if waiting.isEmpty { break }
+                if let until = handOverTime(waiting) {
+                    waitingUntil = until
+                    break
+                }
             }
             try await handle(try await group.next(), &group)
             if checkpointDue { try await checkpoint() }
@@ -384,6 +418,13 @@ final class ShardRun {
             context.log.info("shard checkpointed and released for shutdown", fields(["cursor": lease.cursor.map(JSONValue.string) ?? .null]))
             return .interrupted
         }
+        if let waitingUntil, !parked.isEmpty {
+            try await context.jobs.release(lease)
+            context.log.info("shard waits for its retries outside its slot", fields([
+                "parked": .int(parked.count), "until": .string(waitingUntil.rfc3339),
+            ]))
+            return .waiting(until: waitingUntil)
+        }
         if parked.isEmpty {
             try await context.jobs.finish(lease, counts: counts)
             context.log.info("shard finished", fields([
@@ -395,6 +436,16 @@ final class ShardRun {
         try await context.jobs.release(lease)
         context.log.warning("shard stopped: the rest waits behind a halted provider", fields(["parked": .int(parked.count)]))
         return .halted
+    }
+
+    /// With nothing in flight and only retries left (none in flight, none waiting for a
+    /// verdict), the due time of the first when it is further away than the hold: the run
+    /// hands the wait over. Nil to keep waiting here.
+    private func handOverTime(_ waiting: [ParkedSubscription]) -> Timestamp? {
+        guard let hold = handOverAfterSeconds,
+              waiting.allSatisfy({ $0.kind == .retry && !$0.inFlight }),
+              let first = waiting.map(\.due).min() else { return nil }
+        return Double(first.unixMilliseconds - Timestamp.now.unixMilliseconds) / 1000 > hold ? first : nil
     }
 
     // MARK: - Sending

@@ -109,6 +109,7 @@ public final class Worker: Sendable {
                                   sink: Scheduler.kafkaSink(producer: producer, topics: configuration.topics))
         var shardRunner = ShardRunner(context: context)
         shardRunner.scheduling = scheduling
+        shardRunner.retryWaits = ScheduleRepository(pool: pool)
         let throttles = ThrottleRepository(pool: pool)
         shardRunner.throttles = throttles
         let workerLog = self.log

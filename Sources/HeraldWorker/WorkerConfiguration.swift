@@ -40,7 +40,9 @@ public struct WorkerConfiguration: Sendable {
     /// Shard pacing: `HERALD_SEND_WINDOW` (sends in flight per shard, default 256),
     /// `HERALD_RETRY_MAX_ATTEMPTS` (8), `HERALD_RETRY_MAX_AGE_SECONDS` (86400),
     /// `HERALD_RETRY_QUOTA_SECONDS` (first wait after FCM's QUOTA_EXCEEDED, 60 as Google asks),
-    /// `HERALD_DRAIN_SECONDS` (on SIGTERM, how long sends in flight may take, default 10).
+    /// `HERALD_DRAIN_SECONDS` (on SIGTERM, how long sends in flight may take, default 10),
+    /// `HERALD_RETRY_HOLD_SECONDS` (a shard waiting only for retries due later than this frees
+    /// its slot, default 10).
     public var shard = ShardSettings()
     /// `HERALD_INVALIDATION_WINDOW` (answers, default 200) and `HERALD_INVALIDATION_THRESHOLD`
     /// (largest share of unregistered answers acted on, default 0.2).
@@ -130,6 +132,7 @@ public struct WorkerConfiguration: Sendable {
         shard.retry.maximumAgeSeconds = Int64(try integer("HERALD_RETRY_MAX_AGE_SECONDS", 1...30 * 86_400, default: 86_400))
         shard.retry.backoff.quotaBaseSeconds = Double(try integer("HERALD_RETRY_QUOTA_SECONDS", 1...3600, default: 60))
         shard.drainDeadline = .seconds(try integer("HERALD_DRAIN_SECONDS", 0...600, default: 10))
+        shard.retryHoldSeconds = Double(try integer("HERALD_RETRY_HOLD_SECONDS", 0...3600, default: 10))
         invalidationWindow = try integer("HERALD_INVALIDATION_WINDOW", 1...100_000, default: 200)
         if let text = environment["HERALD_INVALIDATION_THRESHOLD"], !text.isEmpty {
             guard let value = Double(text), value > 0, value <= 1 else {

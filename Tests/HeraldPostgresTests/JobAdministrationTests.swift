@@ -85,6 +85,31 @@ struct JobAdministrationTests {
         await database.tearDown(pool)
     }
 
+    /// Shards waiting for their retries in scheduled_jobs are made due at once by a cancel (one
+    /// row per shard, the earliest kept); other jobs' waits and the job's own releases stay.
+    @Test func cancelMakesTheJobsRetryWaitsDueNow() async throws {
+        let (database, pool) = try await TestDatabase.migrated()
+        try await halfDoneJob(pool)
+        try await halfDoneJob(pool, id: "job-2")
+        let schedule = ScheduleRepository(pool: pool)
+        let later = Timestamp.now.adding(seconds: 3600)
+        for (job, shard, due) in [("job-1", 0, later), ("job-1", 0, later.adding(seconds: 60)), ("job-1", 2, later), ("job-2", 0, later)] {
+            try await schedule.schedule(jobID: job, appID: "app", dueAt: due, lane: "shards", body: #"{"shard":\#(shard)}"#, reason: "retry", shardNo: shard)
+        }
+        try await schedule.schedule(jobID: "job-1", appID: "app", dueAt: later, lane: "campaign", body: "{}", reason: "send-after")
+        #expect(try await JobAdministration(pool: pool).cancel(jobID: "job-1"))
+        let rows = try await pool.query("""
+            SELECT job_id, shard_no::text, (due_at <= now())::text, body::text FROM scheduled_jobs ORDER BY job_id, shard_no, due_at
+            """).rows
+        #expect(rows.map { $0.map { $0 ?? "-" } } == [
+            ["job-1", "-1", "false", "{}"],
+            ["job-1", "0", "true", #"{"shard": 0}"#],
+            ["job-1", "2", "true", #"{"shard": 2}"#],
+            ["job-2", "0", "false", #"{"shard": 0}"#],
+        ])
+        await database.tearDown(pool)
+    }
+
     @Test func resumeClearsHaltsReleasesHaltedRetriesAndReturnsUnfinishedShards() async throws {
         let (database, pool) = try await TestDatabase.migrated(apps: ["app", "other"])
         try await halfDoneJob(pool)

@@ -38,4 +38,35 @@ struct ScheduleRepositoryTests {
         #expect(try await pool.query("SELECT count(*) FROM scheduled_jobs").rows == [["11"]])
         await database.tearDown(pool)
     }
+
+    /// A shard waiting for its retries: two shards of one job may wait until the same second
+    /// (the shard is part of the key), the same shard's wait stored twice is one row, and the
+    /// table refuses a shard release on a job lane or a job release with a shard.
+    @Test func shardReleasesAreKeyedByShardAndReadBackWithIt() async throws {
+        let (database, pool) = try await TestDatabase.migrated()
+        _ = try await JobRepository(pool: pool).insert(id: "job-w", appID: "app", kind: "notification", body: "{}", createdAt: .now)
+        let schedule = ScheduleRepository(pool: pool)
+        let due = Timestamp.now.adding(seconds: -5)
+        let body = { (shard: Int) in #"{"schema":"herald.shard.v1","job_id":"job-w","shard_no":\#(shard)}"# }
+        #expect(try await schedule.schedule(jobID: "job-w", appID: "app", dueAt: due, lane: "shards", body: body(0), reason: "retry", shardNo: 0))
+        #expect(try await schedule.schedule(jobID: "job-w", appID: "app", dueAt: due, lane: "shards-urgent", body: body(1), reason: "retry", shardNo: 1))
+        #expect(try await !schedule.schedule(jobID: "job-w", appID: "app", dueAt: due, lane: "shards", body: body(0), reason: "retry", shardNo: 0))
+        #expect(try await schedule.schedule(jobID: "job-w", appID: "app", dueAt: due, lane: "campaign", body: "{}", reason: "retry"))
+        await #expect(throws: PostgresError.self) {
+            try await schedule.schedule(jobID: "job-w", appID: "app", dueAt: due.adding(seconds: 1), lane: "campaign", body: "{}", reason: "retry", shardNo: 2)
+        }
+        await #expect(throws: PostgresError.self) {
+            try await schedule.schedule(jobID: "job-w", appID: "app", dueAt: due.adding(seconds: 1), lane: "shards", body: "{}", reason: "send-after", shardNo: 2)
+        }
+        var released: [ScheduledRelease] = []
+        try await schedule.releaseDue { releases in
+            released = releases
+            return releases.map(\.id)
+        }
+        #expect(released.map(\.shardNo).sorted { ($0 ?? -1) < ($1 ?? -1) } == [nil, 0, 1])
+        #expect(released.first { $0.shardNo == 1 }?.lane == "shards-urgent")
+        #expect(released.first { $0.shardNo == 0 }.map { $0.body.contains(#""shard_no": 0"#) || $0.body.contains(#""shard_no":0"#) } == true)
+        #expect(try await pool.query("SELECT count(*) FROM scheduled_jobs").rows == [["0"]])
+        await database.tearDown(pool)
+    }
 }

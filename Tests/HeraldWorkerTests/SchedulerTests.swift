@@ -153,3 +153,20 @@ struct SchedulerTests {
         await database.drop()
     }
 }
+
+/// Where each lane's releases go and under which key.
+struct SchedulerLaneTests {
+    @Test func lanesGoToTheirTopicsAndShardsAreKeyedByJobAndShard() throws {
+        let topics = try WorkerConfiguration.Topics(environment: [:])
+        let release = { (lane: String, shard: Int?) in
+            ScheduledRelease(id: 1, jobID: "job-9", appID: "app", dueAt: .now, lane: lane, body: "{}", reason: "retry", shardNo: shard)
+        }
+        #expect(Scheduler.topic(of: release("campaign", nil), topics) == topics.jobs)
+        #expect(Scheduler.topic(of: release("urgent", nil), topics) == topics.jobsUrgent)
+        #expect(Scheduler.topic(of: release("shards", 3), topics) == topics.shards)
+        #expect(Scheduler.topic(of: release("shards-urgent", 3), topics) == topics.shardsUrgent)
+        #expect(Scheduler.key(of: release("campaign", nil)) == "job-9")
+        #expect(Scheduler.key(of: release("shards", 3)) == "job-9/3", "as the planner keys shard messages")
+        #expect(topics.shards != topics.jobs && topics.shardsUrgent != topics.jobsUrgent)
+    }
+}

@@ -65,6 +65,7 @@ import Testing
         #expect(configuration.shard.retry.maximumAttempts == 8)
         #expect(configuration.shard.retry.maximumAgeSeconds == 86_400)
         #expect(configuration.shard.drainDeadline == .seconds(10))
+        #expect(configuration.shard.retryHoldSeconds == 10)
         #expect(configuration.invalidationWindow == 200)
         #expect(configuration.invalidationThreshold == 0.2)
         #expect(configuration.logLevel == .info)
@@ -82,6 +83,7 @@ import Testing
             "HERALD_RETRY_MAX_ATTEMPTS": "3",
             "HERALD_RETRY_MAX_AGE_SECONDS": "3600",
             "HERALD_DRAIN_SECONDS": "0",
+            "HERALD_RETRY_HOLD_SECONDS": "0",
             "HERALD_INVALIDATION_WINDOW": "500",
             "HERALD_INVALIDATION_THRESHOLD": "0.35",
             "HERALD_LOG_LEVEL": "WARN",
@@ -96,6 +98,7 @@ import Testing
         #expect(configuration.shard.retry.maximumAttempts == 3)
         #expect(configuration.shard.retry.maximumAgeSeconds == 3600)
         #expect(configuration.shard.drainDeadline == .zero)
+        #expect(configuration.shard.retryHoldSeconds == 0, "0 hands every retry wait over")
         #expect(configuration.invalidationWindow == 500)
         #expect(configuration.invalidationThreshold == 0.35)
         #expect(configuration.logLevel == .warning)
@@ -117,6 +120,7 @@ import Testing
             ("HERALD_RETRY_MAX_ATTEMPTS", "0"), ("HERALD_RETRY_MAX_ATTEMPTS", "101"),
             ("HERALD_RETRY_MAX_AGE_SECONDS", "0"), ("HERALD_RETRY_MAX_AGE_SECONDS", "2592001"),
             ("HERALD_RETRY_MAX_AGE_SECONDS", "24h"),
+            ("HERALD_RETRY_HOLD_SECONDS", "-1"), ("HERALD_RETRY_HOLD_SECONDS", "3601"), ("HERALD_RETRY_HOLD_SECONDS", "10s"),
             ("HERALD_INVALIDATION_WINDOW", "0"), ("HERALD_INVALIDATION_WINDOW", "100001"),
             ("HERALD_INVALIDATION_THRESHOLD", "0"), ("HERALD_INVALIDATION_THRESHOLD", "1.5"),
             ("HERALD_INVALIDATION_THRESHOLD", "20%"), ("HERALD_INVALIDATION_THRESHOLD", "nan"),

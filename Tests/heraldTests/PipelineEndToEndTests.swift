@@ -12,8 +12,8 @@ import Testing
 ///
 /// Each scenario has a database, topics, a consumer group and a simulator of its own, and
 /// prints its figures to stderr (`pipeline e2e [...]`). Scenarios 1–3 use 100,000 devices as
-/// the issue says; 4–6 check behaviour rather than scale and use 4,000 (4, 5) and 2,000 (6)
-/// devices to keep the suite within minutes on two cores.
+/// the issue says; 4–7 check behaviour rather than scale and use 4,000 (4, 5), 2,000 (6) and
+/// 200 (7) devices to keep the suite within minutes on two cores.
 @Suite(.enabled(if: TestEnvironment.shouldRun(needing: TestEnvironment.databaseVariable)
                 && TestEnvironment.shouldRun(needing: TestEnvironment.kafkaVariable)),
        .serialized, .timeLimit(.minutes(10)))
@@ -331,6 +331,63 @@ struct PipelineEndToEndTests {
             let reasons = Dictionary(grouping: snapshot.letters, by: { String($0.reason.prefix(40)) }).mapValues(\.count).sorted { $0.value > $1.value }.prefix(8)
             report("6 malformed", ["malformed": malformed.count, "good_jobs": goodJobs.count, "seconds": seconds, "dead_letters": snapshot.letters.count,
                                    "dead_letter_repeats": extra, "top_reasons": reasons.map { "\($0.key)…=\($0.value)" }.description])
+            try await expectCleanStop(fixture)
+        }
+    }
+
+    // MARK: 7. A shard left with only later retries frees its slot
+
+    @Test func aShardWaitingForItsRetriesFreesItsSlotForOtherJobs() async throws {
+        try await withFixture("retrywait") { fixture in
+            // Every request is refused with 429 and Retry-After 30 s, so each job's shard parks its
+            // whole audience for 30 s; two attempts, then `failed`/`retries-exhausted`.
+            _ = try fixture.startSimulator(["--rate-429", "1", "--retry-after", "30"])
+            _ = try await fixture.seed(app: Self.app, devices: 200)
+            let audience = try await fixture.audience(app: Self.app)
+            // One shard slot: without the hand-over the second job could not start before the
+            // first one's retries are done.
+            let workers = try await fixture.startWorkers(1, extra: [
+                "HERALD_SHARD_CONCURRENCY": "1", "HERALD_RETRY_HOLD_SECONDS": "2", "HERALD_RETRY_MAX_ATTEMPTS": "2",
+                "HERALD_RETRY_QUOTA_SECONDS": "2",
+            ])
+            let started = Date()
+            try await fixture.produceJob(PipelineFixture.job(id: "wait-a", app: Self.app, audience: #"{"all":true}"#), id: "wait-a")
+            let waitA = "SELECT count(*) FROM scheduled_jobs WHERE job_id = 'wait-a' AND lane = 'shards' AND reason = 'retry' AND shard_no = 0"
+            let handedOver = try await fixture.wait(seconds: 60) { try await fixture.count(waitA) == 1 }
+            #expect(handedOver, "the first job's shard did not hand its wait over")
+            let released = try await fixture.count("SELECT count(*) FROM job_shards WHERE job_id = 'wait-a' AND lease_holder IS NULL AND state = 'running'")
+            let parkedA = try await fixture.count("SELECT count(*) FROM shard_retries WHERE job_id = 'wait-a'")
+            #expect(released == 1 && parkedA == audience.count, "lease free: \(released), parked \(parkedA) of \(audience.count)")
+
+            // The second job runs in the slot the first one freed, while the first one's wait is
+            // still in scheduled_jobs.
+            try await fixture.produceJob(PipelineFixture.job(id: "wait-b", app: Self.app, audience: #"{"all":true}"#), id: "wait-b")
+            let bParked = try await fixture.wait(seconds: 20) {
+                try await fixture.count("SELECT count(*) FROM shard_retries WHERE job_id = 'wait-b'") == audience.count
+            }
+            let aStillWaiting = try await fixture.count(waitA) == 1
+            #expect(bParked && aStillWaiting, "second job parked: \(bParked), first still waiting: \(aStillWaiting), \(Date().timeIntervalSince(started)) s in")
+
+            // Both complete once their second attempts are refused: one terminal receipt each.
+            let results = fixture.results
+            let completed = try await fixture.wait(seconds: 120) {
+                !results.events(job: "wait-a", stage: .completed).isEmpty && !results.events(job: "wait-b", stage: .completed).isEmpty
+            }
+            #expect(completed, "completed: \(results.events(job: "wait-a", stage: .completed).count), \(results.events(job: "wait-b", stage: .completed).count)")
+            for job in ["wait-a", "wait-b"] {
+                let terminal = results.terminalReceipts(job: job)
+                #expect(Set(terminal.keys) == Set(audience.keys) && terminal.values.allSatisfy { $0.count == 1 }, "\(job): \(terminal.count) of \(audience.count)")
+                let failedOnce = terminal.values.allSatisfy { $0.first?.stage == .failed && $0.first?.reason == .retriesExhausted && $0.first?.attempts == 2 }
+                #expect(failedOnce, "\(job): every subscription failed after its two attempts")
+                let totals = results.events(job: job, stage: .completed).first?.totals
+                #expect(totals == Receipt.Totals(failed: Int64(audience.count)), "\(job): \(String(describing: totals))")
+            }
+            let waitsLeft = try await fixture.count("SELECT count(*) FROM scheduled_jobs")
+            let retriesLeft = try await fixture.count("SELECT count(*) FROM shard_retries")
+            #expect(waitsLeft == 0 && retriesLeft == 0, "scheduled_jobs \(waitsLeft), shard_retries \(retriesLeft)")
+            let logged = workers.allSatisfy { $0.stdout.contains("shard waits for its retries outside its slot") }
+            #expect(logged)
+            report("7 retry wait", ["devices": 200, "audience": audience.count, "seconds": Date().timeIntervalSince(started)])
             try await expectCleanStop(fixture)
         }
     }
