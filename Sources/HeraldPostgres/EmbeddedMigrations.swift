@@ -804,6 +804,8 @@ ALTER TABLE scheduled_jobs
         (lane IN ('shards', 'shards-urgent') AND shard_no >= 0 AND reason = 'retry')
         OR (lane IN ('campaign', 'urgent') AND shard_no = -1));
 
+COMMENT ON TABLE scheduled_jobs IS
+    'Work to produce to Kafka at due_at: job messages to herald.jobs (or herald.jobs.urgent), and shards waiting for their retries to herald.shards (or herald.shards.urgent). The scheduler claims due rows with FOR UPDATE SKIP LOCKED, produces them, and deletes them after the broker acknowledges.';
 COMMENT ON COLUMN scheduled_jobs.lane IS 'campaign -> herald.jobs, urgent -> herald.jobs.urgent, shards -> herald.shards, shards-urgent -> herald.shards.urgent.';
 COMMENT ON COLUMN scheduled_jobs.shard_no IS 'For a shard waiting for its retries (lanes shards, shards-urgent; reason retry): the shard; the body is its shard message. -1 otherwise.';
 COMMENT ON COLUMN scheduled_jobs.body IS 'The job (or shard) message to produce, exactly as it will be sent to Kafka (a job may narrow the audience, e.g. to the zones due at this instant).';

@@ -53,6 +53,29 @@ public struct ScheduleRepository: Sendable {
         return !rows.rows.isEmpty
     }
 
+    /// Stores the wait of shard `shardNo` of job `jobID` for its retries: its shard message
+    /// `body`, to be produced to `lane` (`shards` or `shards-urgent`) at `dueAt` (whole seconds,
+    /// rounded down). In one transaction that first reads `reportedJobID` (the job the user sent,
+    /// whose row `herald jobs cancel` updates) `FOR SHARE`: when it is cancelled the wait is due
+    /// now, and a cancel committed meanwhile waits for this and then finds the row to make due.
+    /// The same key again updates the row rather than doing nothing, so an insert meeting the row
+    /// a scheduler is producing right now (locked, about to be deleted) waits for that scheduler
+    /// and then stores its own row: a wait is never swallowed. Returns the due time stored.
+    @discardableResult
+    public func scheduleRetryWait(jobID: String, reportedJobID: String, appID: String, shardNo: Int, dueAt: Timestamp,
+                                  lane: String, body: String) async throws(PostgresError) -> Timestamp {
+        try await pool.withTransaction(idempotent: true) { connection throws(PostgresError) -> Timestamp in
+            let state = try await connection.query("SELECT state FROM jobs WHERE id = $1 FOR SHARE", [reportedJobID]).value(0, "state")
+            let due = state == "cancelled" ? Timestamp(seconds: Timestamp.now.seconds) : Timestamp(seconds: dueAt.seconds)
+            try await connection.query("""
+                INSERT INTO scheduled_jobs (job_id, app_id, due_at, lane, body, reason, shard_no)
+                VALUES ($1, $2, $3::timestamptz, $4, $5::jsonb, 'retry', $6::integer)
+                ON CONFLICT ON CONSTRAINT scheduled_jobs_release_key DO UPDATE SET body = EXCLUDED.body
+                """, [jobID, appID, SQLValue.timestamp(due), lane, body, String(shardNo)])
+            return due
+        }
+    }
+
     /// Claims up to `limit` due releases (`due_at <= now`, oldest first; `now` is the caller's
     /// clock, PostgreSQL's when nil), skipping rows another scheduler holds, and hands them to
     /// `produce` inside the transaction that locks them. The ids `produce` returns (those the

@@ -192,9 +192,9 @@ public struct ShardRunner: Sendable {
             if let retryWaits {
                 // Whole seconds, rounded up, so the run it starts finds the first retry due.
                 let due = Timestamp(seconds: until.seconds + (until.nanoseconds > 0 ? 1 : 0))
-                try await retryWaits.schedule(jobID: shard.jobID, appID: job.appID, dueAt: due,
-                                              lane: job.delivery.urgent ? "shards-urgent" : "shards",
-                                              body: shard.json.serialized(), reason: "retry", shardNo: shard.shardNo)
+                try await retryWaits.scheduleRetryWait(jobID: shard.jobID, reportedJobID: job.reported.id, appID: job.appID,
+                                                       shardNo: shard.shardNo, dueAt: due,
+                                                       lane: job.delivery.urgent ? "shards-urgent" : "shards", body: shard.json.serialized())
             }
         case .alreadyDone, .leaseLost, .interrupted:
             break

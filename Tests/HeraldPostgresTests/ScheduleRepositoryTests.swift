@@ -69,4 +69,42 @@ struct ScheduleRepositoryTests {
         #expect(try await pool.query("SELECT count(*) FROM scheduled_jobs").rows == [["0"]])
         await database.tearDown(pool)
     }
+
+    /// A shard handing its wait over again while a scheduler is producing the row of the same
+    /// key (locked, about to be deleted) waits for that scheduler and then stores its own row:
+    /// the wait is not swallowed. The same key otherwise stays one row.
+    @Test func aRetryWaitMeetingTheRowBeingReleasedIsStoredAfterIt() async throws {
+        let (database, pool) = try await TestDatabase.migrated(poolSize: 4)
+        _ = try await JobRepository(pool: pool).insert(id: "job-r", appID: "app", kind: "notification", body: "{}", createdAt: .now)
+        let schedule = ScheduleRepository(pool: pool)
+        let due = Timestamp(seconds: Timestamp.now.seconds - 5)
+        let wait: @Sendable (String) async throws -> Timestamp = { body in
+            try await schedule.scheduleRetryWait(jobID: "job-r", reportedJobID: "job-r", appID: "app", shardNo: 0, dueAt: due, lane: "shards", body: body)
+        }
+        #expect(try await wait(#"{"n": 1}"#) == due)
+        #expect(try await wait(#"{"n": 1}"#) == due)
+        #expect(try await pool.query("SELECT count(*) FROM scheduled_jobs").rows == [["1"]])
+        var again: Task<Timestamp, any Error>?
+        try await schedule.releaseDue { releases in
+            again = Task { try await wait(#"{"n": 2}"#) }
+            try? await Task.sleep(for: .milliseconds(500))  // the insert now waits on this row's lock
+            return releases.map(\.id)
+        }
+        #expect(try await again?.value == due)
+        #expect(try await pool.query("SELECT body::text FROM scheduled_jobs").rows == [[#"{"n": 2}"#]])
+        await database.tearDown(pool)
+    }
+
+    /// A wait stored for a job already cancelled is due now, so the shard runs and drops the rest.
+    @Test func aRetryWaitOfACancelledJobIsDueNow() async throws {
+        let (database, pool) = try await TestDatabase.migrated()
+        _ = try await JobRepository(pool: pool).insert(id: "job-c", appID: "app", kind: "notification", body: "{}", createdAt: .now)
+        #expect(try await JobAdministration(pool: pool).cancel(jobID: "job-c"))
+        let later = Timestamp.now.adding(seconds: 3600)
+        let stored = try await ScheduleRepository(pool: pool).scheduleRetryWait(jobID: "job-c", reportedJobID: "job-c", appID: "app", shardNo: 1,
+                                                                                 dueAt: later, lane: "shards", body: "{}")
+        #expect(stored.seconds <= Timestamp.now.seconds)
+        #expect(try await pool.query("SELECT (due_at <= now())::text FROM scheduled_jobs WHERE shard_no = 1").rows == [["true"]])
+        await database.tearDown(pool)
+    }
 }
