@@ -184,6 +184,12 @@ public final class KafkaConsumer: Sendable {
         try await runtime.committedOffsets(for: partitions, timeoutMilliseconds: timeoutMilliseconds)
     }
 
+    /// The oldest and the next offset (low and high watermarks) of each of `partitions`, asked
+    /// of their leaders; the wait runs on a thread of its own.
+    public func watermarks(for partitions: [KafkaTopicPartition], timeoutMilliseconds: Int32 = 5_000) async throws(KafkaError) -> [KafkaTopicPartition: PartitionWatermarks] {
+        try await runtime.watermarks(for: partitions, timeoutMilliseconds: timeoutMilliseconds)
+    }
+
     deinit {
         runtime.abandon()
     }
@@ -451,6 +457,28 @@ final class ConsumerRuntime: Sendable {
                 var offsets: [KafkaTopicPartition: Int64] = [:]
                 for (partition, offset) in list.entries where offset >= 0 { offsets[partition] = offset }
                 continuation.resume(returning: .success(offsets))
+            }
+        }
+        return try result.get()
+    }
+
+    func watermarks(for partitions: [KafkaTopicPartition], timeoutMilliseconds: Int32) async throws(KafkaError) -> [KafkaTopicPartition: PartitionWatermarks] {
+        let client = self.client
+        let result: Result<[KafkaTopicPartition: PartitionWatermarks], KafkaError> = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                var marks: [KafkaTopicPartition: PartitionWatermarks] = [:]
+                for partition in partitions {
+                    var low: Int64 = -1
+                    var high: Int64 = -1
+                    let error = rd_kafka_query_watermark_offsets(client.pointer, partition.topic, partition.partition, &low, &high, timeoutMilliseconds)
+                    guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+                        continuation.resume(returning: .failure(KafkaError(.consume, "watermarks of \(partition): \(rdkafkaErrorText(error))",
+                                                                           rdkafkaCode: error.rawValue, isRetryable: true)))
+                        return
+                    }
+                    marks[partition] = PartitionWatermarks(low: low, high: high)
+                }
+                continuation.resume(returning: .success(marks))
             }
         }
         return try result.get()

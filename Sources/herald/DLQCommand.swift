@@ -7,15 +7,18 @@ import HeraldWorker
 /// they came from, with their original keys, so the workers take them again.
 ///
 /// It reads the dead-letter topic from the beginning with a throwaway consumer group (whose
-/// offsets move nobody else's) and stops once the topic has been quiet for `--idle-seconds`
-/// after its partitions were assigned: that is the end of what was there when it started.
+/// offsets move nobody else's) up to the end offsets its partitions had once they were assigned
+/// (their high watermarks): exactly what was there when it started, however slow the broker.
+/// Dead letters arriving meanwhile are left for the next replay. Should no message come for a
+/// minute before those ends it stops with status 69 and names the partitions. When the end
+/// offsets cannot be read it falls back to `--idle-seconds` without a message.
 enum DLQCommand {
     static let usage = """
     usage: herald dlq replay [--since RFC3339] [--until RFC3339] [--reason-contains TEXT] [--dry-run] [--idle-seconds S] [--brokers B]
       --since / --until     replay dead letters whose "at" is at or after --since and before --until
       --reason-contains     only those whose reason contains TEXT
       --dry-run             print what would be replayed, produce nothing
-      --idle-seconds S      end of the topic: S seconds without a message (default 3)
+      --idle-seconds S      only when the end offsets cannot be read: the end is S seconds without a message (default 3)
     """
 
     /// What a replay did, printed at the end.
@@ -80,6 +83,12 @@ enum DLQCommand {
         let clock = ContinuousClock()
         let started = clock.now
         var quietSince: ContinuousClock.Instant?
+        // The partitions' ends once assigned; nil before, or for good when they cannot be read.
+        var ends: PartitionEnds?
+        var endsUnknown = false
+        var reached: [KafkaTopicPartition: Int64] = [:]
+        var lastProgress = clock.now
+        let stallLimit = Duration.seconds(max(60, idleSeconds))
         func flush() async {
             guard let producer, !pending.isEmpty else { return }
             for result in await producer.sendAll(pending) {
@@ -94,6 +103,17 @@ enum DLQCommand {
         }
 
         while true {
+            // The ends are taken once the partitions are assigned, and checked before each poll,
+            // so dead letters streaming in beyond them cannot keep it reading.
+            if ends == nil && !endsUnknown && !consumer.assignment.isEmpty {
+                do {
+                    ends = PartitionEnds(try await consumer.watermarks(for: Array(consumer.assignment)), reached: reached)
+                } catch {
+                    endsUnknown = true
+                    Console.error("herald dlq replay: cannot read the end offsets of \(topics.deadLetters) (\(error)); the end is \(idleSeconds) s without a message")
+                }
+            }
+            if let ends, ends.isComplete { break }
             let message: KafkaMessage?
             do {
                 message = try await consumer.poll(timeoutMilliseconds: 200)
@@ -109,6 +129,16 @@ enum DLQCommand {
                         Console.error("herald dlq replay: no partition of \(topics.deadLetters) was assigned within 30 s (does the topic exist?)")
                         break
                     }
+                    lastProgress = clock.now
+                    continue
+                }
+                if let ends {
+                    if clock.now - lastProgress >= stallLimit {
+                        let left = ends.unfinished.map { "\($0.partition) at \($0.reached.map(String.init) ?? "start") of \($0.end)" }
+                        Console.error("herald dlq replay: no message for \(Int(stallLimit.components.seconds)) s before the end of \(left.joined(separator: ", ")); stopped")
+                        status = 69
+                        break
+                    }
                     continue
                 }
                 let quiet = quietSince ?? clock.now
@@ -117,7 +147,16 @@ enum DLQCommand {
                 continue
             }
             quietSince = nil
+            lastProgress = clock.now
             consumer.markProcessed(message)
+            if var reading = ends {
+                // Arrived after the start: left for the next replay.
+                guard reading.contains(message) else { continue }
+                reading.read(message)
+                ends = reading
+            } else {
+                reached[message.topicPartition] = max(reached[message.topicPartition] ?? 0, message.offset + 1)
+            }
             counts.read += 1
             let letter: DeadLetter
             do {

@@ -184,6 +184,27 @@ extension KafkaMockClusterIntegration {
             await restarted.close()
         }
 
+        @Test func watermarksAreEachPartitionsOldestAndNextOffset() async throws {
+            let cluster = try EmbeddedKafkaCluster(brokers: 1)
+            let topic = TestEnvironment.uniqueName("marks")
+            try cluster.createTopic(topic, partitions: 3)
+            let configuration = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, properties: fastGroupProperties)
+            let producer = try KafkaProducer(configuration: configuration)
+            // 7 messages to partition 0, 2 to partition 1, none to partition 2.
+            _ = try await produceAll(producer, (0..<9).map {
+                KafkaProducerMessage(topic: topic, key: nil, value: "m\($0)", partition: $0 < 7 ? 0 : 1)
+            })
+            let consumer = try KafkaConsumer(configuration: configuration, groupID: TestEnvironment.uniqueName("g"))
+            let partitions = (Int32(0)..<3).map { KafkaTopicPartition(topic: topic, partition: $0) }
+            let marks = try await consumer.watermarks(for: partitions)
+            #expect(marks == [partitions[0]: PartitionWatermarks(low: 0, high: 7), partitions[1]: PartitionWatermarks(low: 0, high: 2),
+                              partitions[2]: PartitionWatermarks(low: 0, high: 0)])
+            await #expect(throws: KafkaError.self) {
+                _ = try await consumer.watermarks(for: [KafkaTopicPartition(topic: topic, partition: 9)], timeoutMilliseconds: 2_000)
+            }
+            await consumer.close()
+        }
+
         @Test func outOfOrderCompletionNeverCommitsPastUnfinishedWork() async throws {
             let cluster = try EmbeddedKafkaCluster(brokers: 1)
             let topic = TestEnvironment.uniqueName("order")

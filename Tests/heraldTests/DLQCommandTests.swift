@@ -2,6 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldKafka
 import HeraldTestSupport
+import Synchronization
 import Testing
 
 /// `herald dlq replay` against the broker scripts/test started, on topics of its own: dead letters
@@ -59,6 +60,39 @@ struct DLQCommandTests {
         let eventMessages = try await CommandKafka.read(events, count: 1, thenWatch: 2)
         #expect(eventMessages.map(\.keyString) == ["sub-c"])
         #expect(eventMessages.map(\.valueString) == [#"{"type":"zapped"}"#])
+    }
+
+    /// The replay reads up to the end offsets it found, however short the quiet time: a tiny
+    /// `--idle-seconds` (used only when the ends cannot be read) does not cut it short.
+    @Test func readsToTheEndOffsetsWhateverTheQuietTime() async throws {
+        try await fill()
+        let dry = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["dlq", "replay", "--dry-run", "--idle-seconds", "0.2"],
+                                                   environment: try CommandKafka.environment(["HERALD_TOPIC_DLQ": dlq]))
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stdout.contains("read 4 dead letters: 3 match, 3 would be replayed, 1 undecodable"), "\(dry.stdout)")
+    }
+
+    /// Dead letters that keep arriving while a replay runs are left for the next one: it stops at
+    /// the end offsets it found instead of reading for as long as the stream goes on (a quiet
+    /// time would never come).
+    @Test func deadLettersArrivingDuringAReplayAreLeftForTheNext() async throws {
+        try await fill()
+        let streamEnded = Atomic<Bool>(false)
+        let stream = Task {
+            for n in 0..<300 where !Task.isCancelled {
+                try await CommandKafka.produce(dlq, [("late-\(n)", try letter("late", jobs, #"{"id":"late-\#(n)"}"#, at: "2026-04-01T00:00:00Z"))])
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            streamEnded.store(true, ordering: .relaxed)
+        }
+        let dry = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["dlq", "replay", "--dry-run", "--idle-seconds", "0.5"],
+                                                   environment: try CommandKafka.environment(["HERALD_TOPIC_DLQ": dlq]))
+        let stoppedDuringTheStream = !streamEnded.load(ordering: .relaxed)
+        stream.cancel()
+        _ = try? await stream.value
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(stoppedDuringTheStream, "the replay read until the stream of new dead letters ended")
+        #expect(["key=job-a", "key=job-b", "key=sub-c"].allSatisfy { dry.stdout.contains($0) }, "\(dry.stdout.suffix(500))")
     }
 
     @Test func badTimesAndOptionsAreUsageErrors() async throws {
