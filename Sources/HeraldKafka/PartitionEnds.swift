@@ -12,24 +12,27 @@ public struct PartitionWatermarks: Sendable, Hashable {
 }
 
 /// Reading a set of partitions up to the ends they had at one moment (a tool that replays "what
-/// is there now" and then stops): which messages are inside those ends, and when every
-/// partition has been read to its end. Messages that arrive later are beyond the ends.
+/// is there now" and then stops). Every message read is noted, also before the ends are known;
+/// once they are, messages beyond them (arrived later) are outside, and the reading is complete
+/// when every partition has been read to its end.
 public struct PartitionEnds: Sendable {
-    /// The watermarks taken at the start.
-    public let ends: [KafkaTopicPartition: PartitionWatermarks]
+    /// The watermarks taken, once known.
+    public private(set) var ends: [KafkaTopicPartition: PartitionWatermarks]?
     /// The offset after the last message read, per partition.
     private var next: [KafkaTopicPartition: Int64] = [:]
 
-    /// Reading up to `ends`; `reached`: the offset after the last message already read, per
-    /// partition (what was read before the ends were known).
-    public init(_ ends: [KafkaTopicPartition: PartitionWatermarks], reached: [KafkaTopicPartition: Int64] = [:]) {
-        self.ends = ends
-        next = reached
+    /// Nothing read, the ends not yet known.
+    public init() {}
+
+    /// Sets the ends (once; later calls change nothing).
+    public mutating func setEnds(_ ends: [KafkaTopicPartition: PartitionWatermarks]) {
+        if self.ends == nil { self.ends = ends }
     }
 
-    /// Whether `message` was in its partition when the ends were taken. A message of a partition
-    /// the ends do not know is outside them.
+    /// Whether `message` is inside the ends: any message while they are not known; else one that
+    /// was in its partition when they were taken (a partition they do not know is outside).
     public func contains(_ message: KafkaMessage) -> Bool {
+        guard let ends else { return true }
         guard let end = ends[message.topicPartition] else { return false }
         return message.offset < end.high
     }
@@ -40,16 +43,23 @@ public struct PartitionEnds: Sendable {
         next[partition] = max(next[partition] ?? 0, message.offset + 1)
     }
 
-    /// The partitions not yet read to their end, with the offset reached (nil: nothing read) and the end.
-    public var unfinished: [(partition: KafkaTopicPartition, reached: Int64?, end: Int64)] {
-        ends.compactMap { partition, marks in
-            // Empty (or emptied by retention) partitions have nothing to read.
-            guard marks.high > marks.low else { return nil }
-            let reached = next[partition]
-            return (reached ?? marks.low) >= marks.high ? nil : (partition, reached, marks.high)
-        }.sorted { ($0.partition.topic, $0.partition.partition) < ($1.partition.topic, $1.partition.partition) }
+    /// Whether `partition` (with `marks`) has been read to its end; an empty partition (or one
+    /// emptied by retention) has nothing to read.
+    private func isRead(_ partition: KafkaTopicPartition, _ marks: PartitionWatermarks) -> Bool {
+        (next[partition] ?? marks.low) >= marks.high
     }
 
-    /// Whether every partition has been read to its end.
-    public var isComplete: Bool { unfinished.isEmpty }
+    /// The partitions not yet read to their end, with the offset reached (nil: nothing read) and
+    /// the end; empty while the ends are not known.
+    public var unfinished: [(partition: KafkaTopicPartition, reached: Int64?, end: Int64)] {
+        (ends ?? [:]).filter { !isRead($0.key, $0.value) }
+            .map { (partition: $0.key, reached: next[$0.key], end: $0.value.high) }
+            .sorted { ($0.partition.topic, $0.partition.partition) < ($1.partition.topic, $1.partition.partition) }
+    }
+
+    /// Whether the ends are known and every partition has been read to its end.
+    public var isComplete: Bool {
+        guard let ends else { return false }
+        return ends.allSatisfy { isRead($0.key, $0.value) }
+    }
 }

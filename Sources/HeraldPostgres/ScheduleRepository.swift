@@ -37,17 +37,16 @@ public struct ScheduleRepository: Sendable {
         self.pool = pool
     }
 
-    /// Stores a release unless the same (job, reason, due second, shard) is stored; true when
-    /// stored. `dueAt` is rounded down to whole seconds. `shardNo`: the shard of a shard
-    /// message (lanes `shards`, `shards-urgent`, reason `retry`).
+    /// Stores a job release unless the same (job, reason, due second) is stored; true when stored.
+    /// `dueAt` is rounded down to whole seconds. (A shard's wait: ``scheduleRetryWait``.)
     @discardableResult
     public func schedule(jobID: String, appID: String, dueAt: Timestamp, lane: String, body: String,
-                         reason: String, shardNo: Int? = nil) async throws(PostgresError) -> Bool {
+                         reason: String) async throws(PostgresError) -> Bool {
         let rows = try await pool.query("""
-            INSERT INTO scheduled_jobs (job_id, app_id, due_at, lane, body, reason, shard_no)
-            VALUES ($1, $2, $3::timestamptz, $4, $5::jsonb, $6, $7::integer)
+            INSERT INTO scheduled_jobs (job_id, app_id, due_at, lane, body, reason)
+            VALUES ($1, $2, $3::timestamptz, $4, $5::jsonb, $6)
             ON CONFLICT ON CONSTRAINT scheduled_jobs_release_key DO NOTHING RETURNING id
-            """, [jobID, appID, SQLValue.timestamp(Timestamp(seconds: dueAt.seconds)), lane, body, reason, String(shardNo ?? -1)],
+            """, [jobID, appID, SQLValue.timestamp(Timestamp(seconds: dueAt.seconds)), lane, body, reason],
             // Safe to repeat: the release key makes a second insert of the same row a no-op.
             idempotent: true)
         return !rows.rows.isEmpty

@@ -83,10 +83,10 @@ enum DLQCommand {
         let clock = ContinuousClock()
         let started = clock.now
         var quietSince: ContinuousClock.Instant?
-        // The partitions' ends once assigned; nil before, or for good when they cannot be read.
-        var ends: PartitionEnds?
+        // What was read, and the partitions' ends once assigned (for good without them when
+        // they cannot be read).
+        var progress = PartitionEnds()
         var endsUnknown = false
-        var reached: [KafkaTopicPartition: Int64] = [:]
         var lastProgress = clock.now
         let stallLimit = Duration.seconds(max(60, idleSeconds))
         func flush() async {
@@ -105,15 +105,15 @@ enum DLQCommand {
         while true {
             // The ends are taken once the partitions are assigned, and checked before each poll,
             // so dead letters streaming in beyond them cannot keep it reading.
-            if ends == nil && !endsUnknown && !consumer.assignment.isEmpty {
+            if progress.ends == nil && !endsUnknown && !consumer.assignment.isEmpty {
                 do {
-                    ends = PartitionEnds(try await consumer.watermarks(for: Array(consumer.assignment)), reached: reached)
+                    progress.setEnds(try await consumer.watermarks(for: Array(consumer.assignment)))
                 } catch {
                     endsUnknown = true
                     Console.error("herald dlq replay: cannot read the end offsets of \(topics.deadLetters) (\(error)); the end is \(idleSeconds) s without a message")
                 }
             }
-            if let ends, ends.isComplete { break }
+            if progress.isComplete { break }
             let message: KafkaMessage?
             do {
                 message = try await consumer.poll(timeoutMilliseconds: 200)
@@ -132,9 +132,9 @@ enum DLQCommand {
                     lastProgress = clock.now
                     continue
                 }
-                if let ends {
+                if progress.ends != nil {
                     if clock.now - lastProgress >= stallLimit {
-                        let left = ends.unfinished.map { "\($0.partition) at \($0.reached.map(String.init) ?? "start") of \($0.end)" }
+                        let left = progress.unfinished.map { "\($0.partition) at \($0.reached.map(String.init) ?? "start") of \($0.end)" }
                         Console.error("herald dlq replay: no message for \(Int(stallLimit.components.seconds)) s before the end of \(left.joined(separator: ", ")); stopped")
                         status = 69
                         break
@@ -149,14 +149,9 @@ enum DLQCommand {
             quietSince = nil
             lastProgress = clock.now
             consumer.markProcessed(message)
-            if var reading = ends {
-                // Arrived after the start: left for the next replay.
-                guard reading.contains(message) else { continue }
-                reading.read(message)
-                ends = reading
-            } else {
-                reached[message.topicPartition] = max(reached[message.topicPartition] ?? 0, message.offset + 1)
-            }
+            // Arrived after the start: left for the next replay.
+            guard progress.contains(message) else { continue }
+            progress.read(message)
             counts.read += 1
             let letter: DeadLetter
             do {

@@ -13,7 +13,9 @@ struct PartitionEndsTests {
 
     @Test func completeOnceEveryPartitionIsReadToItsEnd() {
         // p0 holds 0..<3, p1 holds 5..<7 (older ones deleted by retention), p2 is empty.
-        var ends = PartitionEnds([p0: .init(low: 0, high: 3), p1: .init(low: 5, high: 7), p2: .init(low: 4, high: 4)])
+        var ends = PartitionEnds()
+        #expect(!ends.isComplete && ends.unfinished.isEmpty, "not complete before the ends are known")
+        ends.setEnds([p0: .init(low: 0, high: 3), p1: .init(low: 5, high: 7), p2: .init(low: 4, high: 4)])
         #expect(!ends.isComplete)
         #expect(ends.unfinished.map(\.partition) == [p0, p1])
         #expect(ends.unfinished.map(\.reached) == [nil, nil] && ends.unfinished.map(\.end) == [3, 7])
@@ -26,14 +28,19 @@ struct PartitionEndsTests {
     }
 
     @Test func laterMessagesAndUnknownPartitionsAreOutside() {
-        let ends = PartitionEnds([p0: .init(low: 0, high: 3)])
+        var ends = PartitionEnds()
+        #expect(ends.contains(message(1, 99)), "anything is inside while the ends are not known")
+        ends.setEnds([p0: .init(low: 0, high: 3)])
+        ends.setEnds([p0: .init(low: 0, high: 9)])
         #expect(ends.contains(message(0, 2)))
-        #expect(!ends.contains(message(0, 3)), "arrived after the ends were taken")
+        #expect(!ends.contains(message(0, 3)), "arrived after the ends were taken (the first ends stay)")
         #expect(!ends.contains(message(1, 0)), "a partition the ends do not know")
     }
 
     @Test func whatWasReadBeforeTheEndsWereKnownCounts() {
-        var ends = PartitionEnds([p0: .init(low: 0, high: 4), p1: .init(low: 0, high: 1)], reached: [p0: 4])
+        var ends = PartitionEnds()
+        for offset in Int64(0)..<4 { ends.read(message(0, offset)) }
+        ends.setEnds([p0: .init(low: 0, high: 4), p1: .init(low: 0, high: 1)])
         #expect(ends.unfinished.map(\.partition) == [p1])
         ends.read(message(1, 0))
         #expect(ends.isComplete)

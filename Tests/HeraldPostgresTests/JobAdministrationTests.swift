@@ -94,7 +94,7 @@ struct JobAdministrationTests {
         let schedule = ScheduleRepository(pool: pool)
         let later = Timestamp.now.adding(seconds: 3600)
         for (job, shard, due) in [("job-1", 0, later), ("job-1", 0, later.adding(seconds: 60)), ("job-1", 2, later), ("job-2", 0, later)] {
-            try await schedule.schedule(jobID: job, appID: "app", dueAt: due, lane: "shards", body: #"{"shard":\#(shard)}"#, reason: "retry", shardNo: shard)
+            try await schedule.scheduleRetryWait(jobID: job, reportedJobID: job, appID: "app", shardNo: shard, dueAt: due, lane: "shards", body: #"{"shard":\#(shard)}"#)
         }
         try await schedule.schedule(jobID: "job-1", appID: "app", dueAt: later, lane: "campaign", body: "{}", reason: "send-after")
         #expect(try await JobAdministration(pool: pool).cancel(jobID: "job-1"))

@@ -48,15 +48,20 @@ struct ScheduleRepositoryTests {
         let schedule = ScheduleRepository(pool: pool)
         let due = Timestamp.now.adding(seconds: -5)
         let body = { (shard: Int) in #"{"schema":"herald.shard.v1","job_id":"job-w","shard_no":\#(shard)}"# }
-        #expect(try await schedule.schedule(jobID: "job-w", appID: "app", dueAt: due, lane: "shards", body: body(0), reason: "retry", shardNo: 0))
-        #expect(try await schedule.schedule(jobID: "job-w", appID: "app", dueAt: due, lane: "shards-urgent", body: body(1), reason: "retry", shardNo: 1))
-        #expect(try await !schedule.schedule(jobID: "job-w", appID: "app", dueAt: due, lane: "shards", body: body(0), reason: "retry", shardNo: 0))
-        #expect(try await schedule.schedule(jobID: "job-w", appID: "app", dueAt: due, lane: "campaign", body: "{}", reason: "retry"))
-        await #expect(throws: PostgresError.self) {
-            try await schedule.schedule(jobID: "job-w", appID: "app", dueAt: due.adding(seconds: 1), lane: "campaign", body: "{}", reason: "retry", shardNo: 2)
+        let wait = { (shard: Int, lane: String) in
+            try await schedule.scheduleRetryWait(jobID: "job-w", reportedJobID: "job-w", appID: "app", shardNo: shard, dueAt: due, lane: lane, body: body(shard))
         }
-        await #expect(throws: PostgresError.self) {
-            try await schedule.schedule(jobID: "job-w", appID: "app", dueAt: due.adding(seconds: 1), lane: "shards", body: "{}", reason: "send-after", shardNo: 2)
+        #expect(try await wait(0, "shards") == Timestamp(seconds: due.seconds))
+        #expect(try await wait(1, "shards-urgent") == Timestamp(seconds: due.seconds))
+        _ = try await wait(0, "shards")
+        #expect(try await pool.query("SELECT count(*) FROM scheduled_jobs").rows == [["2"]], "the same shard's wait again is one row")
+        #expect(try await schedule.schedule(jobID: "job-w", appID: "app", dueAt: due, lane: "campaign", body: "{}", reason: "retry"))
+        let insert = "INSERT INTO scheduled_jobs (job_id, app_id, due_at, lane, body, reason, shard_no) VALUES ('job-w', 'app', date_trunc('second', now()), $1, '{}', $2, 2)"
+        await #expect(throws: PostgresError.self, "a shard on a job lane") {
+            try await pool.query(insert, ["campaign", "retry"], idempotent: false)
+        }
+        await #expect(throws: PostgresError.self, "a shard release for another reason than retry") {
+            try await pool.query(insert, ["shards", "send-after"], idempotent: false)
         }
         var released: [ScheduledRelease] = []
         try await schedule.releaseDue { releases in

@@ -149,17 +149,15 @@ final class LiveActivityFixture {
     /// worker's `herald_rebalances_total` has moved for `quiet` seconds: the group has settled,
     /// so the work that follows is not moved between members mid-stream by a late join.
     func waitForSettledGroup(quiet: Double = 6, seconds: Double = 90) async throws {
-        guard let curl = Subprocess.which("curl") else { throw Failure("curl is not on PATH") }
         let deadline = Date().addingTimeInterval(seconds)
         var last: [Int]?
         var since = Date()
         while Date() < deadline {
             var counts: [Int] = []
-            for (_, port) in metricsPorts.sorted(by: { $0.key < $1.key }) {
-                let result = try await Subprocess.runDetached(curl, ["-sf", "--max-time", "5", "http://127.0.0.1:\(port)/metrics"], timeout: 10)
-                let count = result.stdout.split(separator: "\n").first { $0.hasPrefix("herald_rebalances_total") }
-                    .flatMap { $0.split(separator: " ").last }.flatMap { Double($0) }.map { Int($0) } ?? 0
-                counts.append(count)
+            for (label, port) in metricsPorts.sorted(by: { $0.key < $1.key }) {
+                // A worker not answering yet counts as no rebalance.
+                let text = (try? await metricsText(port: port, label: label)) ?? ""
+                counts.append(prometheusSum(text, metric: "herald_rebalances_total") ?? 0)
             }
             if counts != last {
                 last = counts

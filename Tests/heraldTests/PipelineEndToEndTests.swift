@@ -611,15 +611,20 @@ final class DeadLetterLog: Sendable {
 
 /// `/metrics` of every worker, concatenated.
 func scrape(_ workers: [WorkerProcess]) async throws -> String {
-    guard let curl = Subprocess.which("curl") else { throw PipelineFixture.Failure("curl is not on PATH") }
     var text = ""
     for worker in workers {
         guard let port = worker.httpPort else { continue }
-        let result = try await Subprocess.runDetached(curl, ["-sf", "--max-time", "10", "http://127.0.0.1:\(port)/metrics"], timeout: 20)
-        guard result.status == 0 else { throw PipelineFixture.Failure("GET /metrics of \(worker.id) failed (curl \(result.status))") }
-        text += result.stdout
+        text += try await metricsText(port: port, label: worker.id)
     }
     return text
+}
+
+/// `GET /metrics` of the worker serving on `port`.
+func metricsText(port: Int, label: String) async throws -> String {
+    guard let curl = Subprocess.which("curl") else { throw PipelineFixture.Failure("curl is not on PATH") }
+    let result = try await Subprocess.runDetached(curl, ["-sf", "--max-time", "10", "http://127.0.0.1:\(port)/metrics"], timeout: 20)
+    guard result.status == 0 else { throw PipelineFixture.Failure("GET /metrics of \(label) failed (curl \(result.status))") }
+    return result.stdout
 }
 
 /// The sum of a counter's samples over every label set (or those with `outcome`); nil when absent.
