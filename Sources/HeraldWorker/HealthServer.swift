@@ -274,11 +274,14 @@ final class HealthServerLoop: @unchecked Sendable {
         }
     }
 
-    /// Asks the loop to close everything and end (any thread).
+    /// Asks the loop to close everything and end (any thread). The listener stops taking
+    /// connections before this returns (a `shutdown`, so the descriptor stays the loop's to close):
+    /// a stopped server refuses connections however late a loaded machine runs the loop thread.
     func requestStop() {
         mailbox.withLock { box in
             guard !box.closed else { return }
             box.stopRequested = true
+            _ = shutdown(listenFD, Int32(SHUT_RDWR))
             wakeLocked()
         }
     }
@@ -539,10 +542,11 @@ final class HealthServerLoop: @unchecked Sendable {
 
     private func shutDown() {
         for id in Array(connections.keys) { closeConnection(id) }
-        close(listenFD)
         mailbox.withLock { box in
             box.closed = true
             box.answers.removeAll()
+            // Closed under the lock: requestStop's shutdown never meets a reused descriptor number.
+            close(listenFD)
             close(wakeWrite)
         }
         close(wakeRead)
