@@ -185,6 +185,14 @@ public struct JobRepository: Sendable {
             guard updated.affected == 1 else {
                 throw PostgresError(.leaseLost, "shard \(current.jobID)/\(current.shardNo) is no longer held by \(current.holder)")
             }
+            // Resolved rows go first: a subscription whose row was resolved and that is parked
+            // again since (a takeover resends what lay beyond the cursor, refused again) keeps its
+            // new row. Deleted after the insert, it was left with none, behind the cursor: lost.
+            if !resolved.isEmpty {
+                try await connection.query(
+                    "DELETE FROM shard_retries WHERE job_id = $1 AND shard_no = $2::integer AND subscription_id = ANY($3::uuid[])",
+                    [current.jobID, String(current.shardNo), SQLValue.array(resolved)])
+            }
             if !park.isEmpty {
                 try await connection.query("""
                     INSERT INTO shard_retries (job_id, shard_no, subscription_id, attempts, next_attempt_at, last_reason)
@@ -197,11 +205,6 @@ public struct JobRepository: Sendable {
                           SQLValue.array(park.map { String($0.attempts) }),
                           SQLValue.array(park.map { SQLValue.timestamp($0.nextAttemptAt) }),
                           SQLValue.array(park.map(\.lastReason))])
-            }
-            if !resolved.isEmpty {
-                try await connection.query(
-                    "DELETE FROM shard_retries WHERE job_id = $1 AND shard_no = $2::integer AND subscription_id = ANY($3::uuid[])",
-                    [current.jobID, String(current.shardNo), SQLValue.array(resolved)])
             }
             if let invalidations, let statement = SubscriptionRepository.invalidation(appID: invalidations.appID, invalidations.batch) {
                 try await connection.query(statement.sql, statement.parameters)

@@ -267,6 +267,29 @@ struct JobRepositoryTests {
         await database.tearDown(pool)
     }
 
+    /// A takeover resolves the rows it found beyond the cursor and sends those subscriptions
+    /// again; one refused again is parked again before the next checkpoint, which carries it in
+    /// both lists. The new row must stay (deleted after the insert, it was gone: lost).
+    @Test func aRowResolvedAndParkedAgainInOneCheckpointStays() async throws {
+        let (database, pool) = try await TestDatabase.migrated()
+        let jobs = JobRepository(pool: pool)
+        _ = try await insertJob(jobs, "job-reparked")
+        var lease = try await claimed(jobs, "job-reparked", 0, holder: "a")
+        let ids = ["10000000-0000-4000-8000-000000000001", "20000000-0000-4000-8000-000000000002"]
+        let soon = Timestamp(seconds: Timestamp.now.seconds + 60)
+        try await jobs.checkpoint(&lease, cursor: nil, counts: ShardCounts(sent: 2), park: ids.map {
+            ParkedRetry(subscriptionID: $0, attempts: 1, nextAttemptAt: soon, lastReason: "HTTP 503")
+        })
+        let later = Timestamp(seconds: Timestamp.now.seconds + 120)
+        try await jobs.checkpoint(&lease, cursor: nil, counts: ShardCounts(sent: 3),
+                                  park: [ParkedRetry(subscriptionID: ids[1], attempts: 1, nextAttemptAt: later, lastReason: "HTTP 429")],
+                                  resolved: ids)
+        let parked = try await jobs.parkedRetries(lease)
+        #expect(parked.map(\.subscriptionID) == [ids[1]])
+        #expect(parked.first?.nextAttemptAt == later && parked.first?.lastReason == "HTTP 429")
+        await database.tearDown(pool)
+    }
+
     @Test func pendingShardsAreTheOnesNoWorkerStarted() async throws {
         let (database, pool) = try await TestDatabase.migrated()
         let jobs = JobRepository(pool: pool)
