@@ -5,10 +5,11 @@ import HeraldPostgres
 /// retry parked. Sends finish out of order; the cursor only ever moves over a finished prefix,
 /// so a crash resends what was in flight, never skips it.
 ///
-/// The counts and token invalidation of an outcome travel with it and are handed back only
-/// when the cursor passes it: a checkpoint saves the cursor with counts and invalidations of
-/// exactly the subscriptions up to it, so what a takeover resends after the cursor is neither
-/// counted twice nor, invalidated already, left out of the resumed audience and never counted.
+/// The counts and token invalidation of an outcome (also of a parked retry settling later)
+/// travel with it and are handed back only when the cursor passes it: a checkpoint saves the
+/// cursor with counts and invalidations of exactly the subscriptions up to it, so what a
+/// takeover resends after the cursor is neither counted twice nor, invalidated already, left
+/// out of the resumed audience and never counted.
 struct DeliveryWatermark {
     private var ids: [String] = []
     private var done: [Bool] = []
@@ -25,6 +26,7 @@ struct DeliveryWatermark {
         }
     }
     private var head = 0
+    /// Where each id the cursor has not passed yet is.
     private var positions: [String: Int] = [:]
     /// The safe cursor; nil until the first subscription is resolved.
     private(set) var cursor: String?
@@ -46,11 +48,12 @@ struct DeliveryWatermark {
     @discardableResult
     mutating func resolved(_ id: String, leaving settled: Settled = Settled()) -> Settled {
         var passed = Settled()
-        guard let position = positions.removeValue(forKey: id) else { return settled }
+        guard let position = positions[id], !done[position] else { return settled }
         done[position] = true
         pending[position] = settled
         while head < ids.count, done[head] {
             cursor = ids[head]
+            positions.removeValue(forKey: ids[head])
             passed.add(pending[head])
             head += 1
         }
@@ -63,6 +66,17 @@ struct DeliveryWatermark {
             head = 0
         }
         return passed
+    }
+
+    /// Adds what a subscription left later, once its first attempt was resolved (a parked retry
+    /// or verdict settling), to what it leaves for the checkpoint that passes it. Returns
+    /// `settled` itself when the cursor has passed it already (or it is not this run's): those
+    /// counts belong to the next checkpoint. Counted at once while it was still beyond the
+    /// cursor, a takeover resent it from the cursor and counted it twice.
+    mutating func settledLater(_ id: String, leaving settled: Settled) -> Settled {
+        guard let position = positions[id], done[position] else { return settled }
+        pending[position].add(settled)
+        return Settled()
     }
 }
 

@@ -490,7 +490,11 @@ final class ShardRun {
         let due = parked.values.filter { $0.kind == .retry && !$0.inFlight && $0.due <= now }.sorted { $0.due < $1.due }
         for entry in due {
             if context.stop.isSet { return }
-            if resolveWithoutSending(entry.member, attempts: entry.attempts, firstAttemptAt: entry.firstAttemptAt) { continue }
+            var resolved = false
+            settlingParked(entry.member.id) {
+                resolved = resolveWithoutSending(entry.member, attempts: entry.attempts, firstAttemptAt: entry.firstAttemptAt)
+            }
+            if resolved { continue }
             while running >= context.settings.window {
                 try await handle(try await group.next(), &group)
             }
@@ -553,9 +557,13 @@ final class ShardRun {
                 entry.inFlight = false
                 parked[member.id] = entry
             }
-            let (before, invalidationsBefore) = (counts, invalidations.count)
-            apply(outcome, to: member, provider: provider, attempts: attempts, firstAttemptAt: firstAttemptAt)
-            if !isRetry { resolveFirstAttempt(member.id, countsBefore: before, invalidationsBefore: invalidationsBefore) }
+            if isRetry {
+                settlingParked(member.id) { apply(outcome, to: member, provider: provider, attempts: attempts, firstAttemptAt: firstAttemptAt) }
+            } else {
+                let (before, invalidationsBefore) = (counts, invalidations.count)
+                apply(outcome, to: member, provider: provider, attempts: attempts, firstAttemptAt: firstAttemptAt)
+                resolveFirstAttempt(member.id, countsBefore: before, invalidationsBefore: invalidationsBefore)
+            }
         }
     }
 
@@ -563,16 +571,36 @@ final class ShardRun {
     /// takes what the cursor passes: `counts` and `invalidations` (saved with the cursor at
     /// checkpoints) then cover exactly the subscriptions up to the cursor. Counting an answer
     /// beyond it at once counted it twice when a takeover resent from the cursor; invalidating
-    /// one beyond it left it out of the resumed audience, never counted. (Parked retries are
-    /// counted when they settle, in the checkpoint that deletes their `shard_retries` row.)
+    /// one beyond it left it out of the resumed audience, never counted. (A parked retry settling
+    /// later is held the same way while the cursor has not passed it: ``settlingParked(_:_:)``.)
     private func resolveFirstAttempt(_ id: String, countsBefore: ShardCounts, invalidationsBefore: Int) {
+        let settled = takeSettled(countsBefore: countsBefore, invalidationsBefore: invalidationsBefore)
+        give(watermark.resolved(id, leaving: settled))
+    }
+
+    /// Runs `body`, which may settle the parked subscription `id`, and lets what it counted and
+    /// invalidated wait for the cursor as a first attempt's outcome does: a retry that settles
+    /// while its subscription is still beyond the cursor would otherwise be saved counted with
+    /// a cursor before it, and a takeover would send and count it again.
+    private func settlingParked(_ id: String, _ body: () -> Void) {
+        let (before, invalidationsBefore) = (counts, invalidations.count)
+        body()
+        give(watermark.settledLater(id, leaving: takeSettled(countsBefore: before, invalidationsBefore: invalidationsBefore)))
+    }
+
+    /// Takes the outcome counts and invalidations added since `countsBefore`/`invalidationsBefore` out.
+    private func takeSettled(countsBefore: ShardCounts, invalidationsBefore: Int) -> DeliveryWatermark.Settled {
         let settled = DeliveryWatermark.Settled(counts: counts.outcomes(since: countsBefore),
                                                 invalidations: Array(invalidations[invalidationsBefore...]))
         counts = counts.removing(settled.counts)
         invalidations.removeSubrange(invalidationsBefore...)
-        let passed = watermark.resolved(id, leaving: settled)
-        counts.add(passed.counts)
-        invalidations += passed.invalidations
+        return settled
+    }
+
+    /// Adds what the watermark handed back to what the next checkpoint saves.
+    private func give(_ settled: DeliveryWatermark.Settled) {
+        counts.add(settled.counts)
+        invalidations += settled.invalidations
     }
 
     private func apply(_ outcome: DeliveryOutcome, to member: AudienceMember, provider: Receipt.Provider, attempts: Int, firstAttemptAt: Timestamp) {
@@ -714,32 +742,38 @@ final class ShardRun {
     /// provider was resumed back into retries, and drops everything left on a cancellation.
     private func settleParked(final: Bool) {
         for (id, entry) in parked where !entry.inFlight {
-            let provider = AppDelivery.provider(for: entry.member.platform)
-            if cancelled {
-                drop(entry.member, .cancelled, attempts: entry.attempts)
-                continue
-            }
-            switch entry.kind {
-            case .awaitingVerdict(let reason, let providerReason, let timestamp):
-                switch context.directory.guards.verdict(appID: appID, provider: provider.rawValue, final: final) {
-                case .apply:
-                    unregister(entry.member, reason: reason, providerReason: providerReason, timestamp: timestamp, attempts: entry.attempts)
-                case .misconfigured:
-                    halt(provider, reason: .suspectedMisconfiguration, detail: "the share of unregistered answers is above the threshold")
-                case .undecided:
-                    break
-                }
-            case .halted(let haltedProvider):
-                if delivery.haltReason(haltedProvider) == nil {
-                    var updated = entry
-                    updated.kind = .retry
-                    updated.due = .now
-                    updated.dirty = true
-                    parked[id] = updated
-                }
-            case .retry:
+            settlingParked(id) { settleParked(entry, final: final) }
+        }
+    }
+
+    /// One parked subscription's turn of ``settleParked(final:)``.
+    private func settleParked(_ entry: ParkedSubscription, final: Bool) {
+        let id = entry.member.id
+        let provider = AppDelivery.provider(for: entry.member.platform)
+        if cancelled {
+            drop(entry.member, .cancelled, attempts: entry.attempts)
+            return
+        }
+        switch entry.kind {
+        case .awaitingVerdict(let reason, let providerReason, let timestamp):
+            switch context.directory.guards.verdict(appID: appID, provider: provider.rawValue, final: final) {
+            case .apply:
+                unregister(entry.member, reason: reason, providerReason: providerReason, timestamp: timestamp, attempts: entry.attempts)
+            case .misconfigured:
+                halt(provider, reason: .suspectedMisconfiguration, detail: "the share of unregistered answers is above the threshold")
+            case .undecided:
                 break
             }
+        case .halted(let haltedProvider):
+            if delivery.haltReason(haltedProvider) == nil {
+                var updated = entry
+                updated.kind = .retry
+                updated.due = .now
+                updated.dirty = true
+                parked[id] = updated
+            }
+        case .retry:
+            break
         }
     }
 

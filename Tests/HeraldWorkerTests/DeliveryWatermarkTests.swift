@@ -130,4 +130,28 @@ import Testing
         #expect(passed == .init(counts: ShardCounts(accepted: 1, unregistered: 1, failed: 1), invalidations: [gone]))
         #expect(watermark.cursor == Self.id(2))
     }
+
+    /// A parked subscription settling later (its retry accepted, its verdict applied) while the
+    /// cursor has not passed it yet waits for the cursor too; once passed, or unknown to this
+    /// run (parked by an earlier one), what it leaves is handed back at once.
+    @Test func aParkedSubscriptionSettlingLaterWaitsForTheCursorToo() {
+        var watermark = DeliveryWatermark()
+        for index in 0..<3 { watermark.dispatched(Self.id(index)) }
+        #expect(watermark.resolved(Self.id(1)) == .init(), "parked: resolved, nothing counted yet")
+        let gone = TokenInvalidation(subscriptionID: Self.id(1), reason: "Unregistered")
+        let later = DeliveryWatermark.Settled(counts: ShardCounts(unregistered: 1), invalidations: [gone])
+        #expect(watermark.settledLater(Self.id(1), leaving: later) == .init(), "beyond the cursor: held")
+        #expect(watermark.settledLater(Self.id(2), leaving: .init(counts: ShardCounts(accepted: 1))) == .init(counts: ShardCounts(accepted: 1)),
+                "not resolved yet: not a parked one, handed back")
+        let passed = watermark.resolved(Self.id(0), leaving: .init(counts: ShardCounts(accepted: 1)))
+        #expect(passed == .init(counts: ShardCounts(accepted: 1, unregistered: 1), invalidations: [gone]))
+        #expect(watermark.cursor == Self.id(1))
+        let afterwards = DeliveryWatermark.Settled(counts: ShardCounts(failed: 1))
+        #expect(watermark.settledLater(Self.id(1), leaving: afterwards) == afterwards, "passed: handed back at once")
+        #expect(watermark.settledLater(Self.id(99), leaving: afterwards) == afterwards, "an earlier run's: handed back at once")
+        // A repeated resolution neither moves nor loses anything.
+        #expect(watermark.resolved(Self.id(1), leaving: afterwards) == afterwards)
+        #expect(watermark.resolved(Self.id(2)) == .init())
+        #expect(watermark.cursor == Self.id(2) && watermark.outstanding == 0)
+    }
 }
