@@ -1,5 +1,6 @@
 import Foundation
 internal import CRdKafka
+import Synchronization
 
 /// librdkafka properties for a client, with Herald's defaults and the `HERALD_KAFKA_PROPERTY_*`
 /// pass-through (DESIGN §6), so SASL/TLS to a managed cluster needs no code.
@@ -74,8 +75,20 @@ func rdkafkaErrorText(_ code: rd_kafka_resp_err_t) -> String {
     String(cString: rd_kafka_err2str(code))
 }
 
-/// librdkafka's own log lines as JSON lines on standard output, like the rest of Herald's logs
-/// (DESIGN §6), instead of its `%4|…` format on standard error. librdkafka only logs what its
+/// Where librdkafka's own log lines go. Standard error by default, so a command whose standard
+/// output is its data (`herald tail`, `herald bench … --json`) keeps it clean while a broker is
+/// down; `herald run` sends them to standard output, with the rest of a worker's log.
+public enum KafkaLogOutput {
+    private static let standardOutput = Atomic<Bool>(false)
+
+    /// Sends the lines to standard output (true) or standard error (false) from now on.
+    public static func useStandardOutput(_ yes: Bool) { standardOutput.store(yes, ordering: .relaxed) }
+
+    static var usesStandardOutput: Bool { standardOutput.load(ordering: .relaxed) }
+}
+
+/// librdkafka's own log lines as JSON lines, like the rest of Herald's logs (DESIGN §6), instead
+/// of its `%4|…` format, to the stream ``KafkaLogOutput`` names. librdkafka only logs what its
 /// `log_level` allows (warnings and worse by default). Runs on librdkafka's threads.
 private func kafkaLogLine(_ handle: OpaquePointer?, _ level: Int32, _ facility: UnsafePointer<CChar>?, _ text: UnsafePointer<CChar>?) {
     let severity: String
@@ -100,5 +113,5 @@ private func kafkaLogLine(_ handle: OpaquePointer?, _ level: Int32, _ facility: 
         return result
     }
     let line = "{\"component\":\"librdkafka\",\"facility\":\"\(escaped(facility))\",\"level\":\"\(severity)\",\"message\":\"\(escaped(text))\"}\n"
-    FileHandle.standardOutput.write(Data(line.utf8))
+    (KafkaLogOutput.usesStandardOutput ? FileHandle.standardOutput : FileHandle.standardError).write(Data(line.utf8))
 }

@@ -91,6 +91,10 @@ enum BenchPipelineCommand {
             var stages: [String: Receipt.Stage] = [:]
             stages.reserveCapacity(audience)
             var repeats = 0
+            // Messages read a second time (the reader's group rejoined and resumed from its last
+            // commit), told apart from the same receipt in another message (a worker repeat).
+            var seenMessages = Set<Int64>()
+            var rereads = 0
             var conflicting = 0
             var counts: [Receipt.Stage: Int] = [:]
             var plannedAt: Timestamp?
@@ -114,6 +118,10 @@ enum BenchPipelineCommand {
                 if let completedAt, clock.now - completedAt > .seconds(3) { break }
                 guard let message = try await consumer.poll(timeoutMilliseconds: 100) else { continue }
                 consumer.markProcessed(message)
+                guard seenMessages.insert(Int64(message.partition) << 48 | message.offset).inserted else {
+                    rereads += 1
+                    continue
+                }
                 guard let receipt = try? Receipt.decode(message.value), receipt.jobID == jobID else { continue }
                 switch receipt.stage {
                 case .planned:
@@ -179,7 +187,7 @@ enum BenchPipelineCommand {
                 "failed": .int(counts[.failed] ?? 0), "dropped": .int(counts[.dropped] ?? 0),
                 "lost": .int(lost),
                 "duplicates": .int(duplicates),
-                "duplicate_receipts": .int(repeats), "conflicting_receipts": .int(conflicting),
+                "duplicate_receipts": .int(repeats), "conflicting_receipts": .int(conflicting), "reread_messages": .int(rereads),
                 "completed": .bool(completedTotals != nil),
                 "seconds": .double((seconds * 100).rounded() / 100),
                 "notifications_per_second": .double((Double(delivered) / max(seconds, 0.001)).rounded()),

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldKafka
 import HeraldWorker
 
 /// `herald run`: one worker of the pool, configured by `HERALD_*` environment variables
@@ -26,6 +27,8 @@ enum RunCommand {
             Console.error("herald run: \(error)")
             return 78
         }
+        // A worker's log is its standard output; librdkafka's lines join it there.
+        KafkaLogOutput.useStandardOutput(true)
         let worker = Worker(configuration: configuration)
         do {
             return try await worker.run()

@@ -122,6 +122,16 @@ struct TailCommandTests {
         #expect(Subprocess.stop(process, grace: 10) == 0)
     }
 
+    /// librdkafka's complaints about an unreachable broker go to standard error: standard output
+    /// is the receipts (piped into jq, say) and must stay exactly that.
+    @Test func brokerTroubleIsLoggedOnStandardErrorNotAmongTheReceipts() async throws {
+        let port = try TestPorts.free()
+        let result = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["tail", "results", "--timeout", "3"],
+                                                      environment: ["HERALD_KAFKA_BROKERS": "127.0.0.1:\(port)"], timeout: 60)
+        #expect(!result.stdout.contains("librdkafka"), "\(result.stdout.prefix(500))")
+        #expect(result.stderr.contains(#""component":"librdkafka""#), "\(result.stderr.prefix(500))")
+    }
+
     @Test func usageAndConfiguration() async throws {
         #expect(try await tail([]).status == 64)
         #expect(try await tail(["shards"]).status == 64)
