@@ -365,9 +365,7 @@ final class ShardRun {
             for member in page {
                 if context.stop.isSet { break sweeping }
                 watermark.dispatched(member.id)
-                let (before, invalidationsBefore) = (counts, invalidations.count)
-                if resolveWithoutSending(member, attempts: 0, firstAttemptAt: .now) {
-                    resolveFirstAttempt(member.id, countsBefore: before, invalidationsBefore: invalidationsBefore)
+                if settling(member.id, firstAttempt: true, { resolveWithoutSending(member, attempts: 0, firstAttemptAt: .now) }) {
                     continue
                 }
                 while running >= context.settings.window {
@@ -490,11 +488,9 @@ final class ShardRun {
         let due = parked.values.filter { $0.kind == .retry && !$0.inFlight && $0.due <= now }.sorted { $0.due < $1.due }
         for entry in due {
             if context.stop.isSet { return }
-            var resolved = false
-            settlingParked(entry.member.id) {
-                resolved = resolveWithoutSending(entry.member, attempts: entry.attempts, firstAttemptAt: entry.firstAttemptAt)
-            }
-            if resolved { continue }
+            if settling(entry.member.id, firstAttempt: false, {
+                resolveWithoutSending(entry.member, attempts: entry.attempts, firstAttemptAt: entry.firstAttemptAt)
+            }) { continue }
             while running >= context.settings.window {
                 try await handle(try await group.next(), &group)
             }
@@ -557,50 +553,35 @@ final class ShardRun {
                 entry.inFlight = false
                 parked[member.id] = entry
             }
-            if isRetry {
-                settlingParked(member.id) { apply(outcome, to: member, provider: provider, attempts: attempts, firstAttemptAt: firstAttemptAt) }
-            } else {
-                let (before, invalidationsBefore) = (counts, invalidations.count)
+            settling(member.id, firstAttempt: !isRetry) {
                 apply(outcome, to: member, provider: provider, attempts: attempts, firstAttemptAt: firstAttemptAt)
-                resolveFirstAttempt(member.id, countsBefore: before, invalidationsBefore: invalidationsBefore)
+                return true
             }
         }
     }
 
-    /// Hands a first attempt's outcome counts and token invalidation to the watermark, and
-    /// takes what the cursor passes: `counts` and `invalidations` (saved with the cursor at
-    /// checkpoints) then cover exactly the subscriptions up to the cursor. Counting an answer
-    /// beyond it at once counted it twice when a takeover resent from the cursor; invalidating
-    /// one beyond it left it out of the resumed audience, never counted. (A parked retry settling
-    /// later is held the same way while the cursor has not passed it: ``settlingParked(_:_:)``.)
-    private func resolveFirstAttempt(_ id: String, countsBefore: ShardCounts, invalidationsBefore: Int) {
-        let settled = takeSettled(countsBefore: countsBefore, invalidationsBefore: invalidationsBefore)
-        give(watermark.resolved(id, leaving: settled))
-    }
-
-    /// Runs `body`, which may settle the parked subscription `id`, and lets what it counted and
-    /// invalidated wait for the cursor as a first attempt's outcome does: a retry that settles
-    /// while its subscription is still beyond the cursor would otherwise be saved counted with
-    /// a cursor before it, and a takeover would send and count it again.
-    private func settlingParked(_ id: String, _ body: () -> Void) {
+    /// Runs `body`, which settles subscription `id` (true: a receipt, a park, a drop) or leaves it
+    /// as it was (false), and lets what it counted and invalidated wait for the cursor: the
+    /// watermark hands it back when the cursor passes the subscription, so `counts` and
+    /// `invalidations` (saved with the cursor at checkpoints) cover exactly the subscriptions up
+    /// to the cursor. Counting an answer beyond it at once counted it twice when a takeover resent
+    /// from the cursor; invalidating one beyond it left it out of the resumed audience, never
+    /// counted. `firstAttempt`: the subscription's first resolution in this run (it moves the
+    /// cursor); otherwise a parked one settling later, held the same way until the cursor passes.
+    @discardableResult
+    private func settling(_ id: String, firstAttempt: Bool, _ body: () -> Bool) -> Bool {
         let (before, invalidationsBefore) = (counts, invalidations.count)
-        body()
-        give(watermark.settledLater(id, leaving: takeSettled(countsBefore: before, invalidationsBefore: invalidationsBefore)))
-    }
-
-    /// Takes the outcome counts and invalidations added since `countsBefore`/`invalidationsBefore` out.
-    private func takeSettled(countsBefore: ShardCounts, invalidationsBefore: Int) -> DeliveryWatermark.Settled {
-        let settled = DeliveryWatermark.Settled(counts: counts.outcomes(since: countsBefore),
+        guard body() else { return false }
+        // Most parked subscriptions settle nothing on a given turn: nothing to hold.
+        if !firstAttempt && counts == before && invalidations.count == invalidationsBefore { return true }
+        let settled = DeliveryWatermark.Settled(counts: counts.outcomes(since: before),
                                                 invalidations: Array(invalidations[invalidationsBefore...]))
         counts = counts.removing(settled.counts)
         invalidations.removeSubrange(invalidationsBefore...)
-        return settled
-    }
-
-    /// Adds what the watermark handed back to what the next checkpoint saves.
-    private func give(_ settled: DeliveryWatermark.Settled) {
-        counts.add(settled.counts)
-        invalidations += settled.invalidations
+        let handedBack = firstAttempt ? watermark.resolved(id, leaving: settled) : watermark.settledLater(id, leaving: settled)
+        counts.add(handedBack.counts)
+        invalidations += handedBack.invalidations
+        return true
     }
 
     private func apply(_ outcome: DeliveryOutcome, to member: AudienceMember, provider: Receipt.Provider, attempts: Int, firstAttemptAt: Timestamp) {
@@ -742,7 +723,10 @@ final class ShardRun {
     /// provider was resumed back into retries, and drops everything left on a cancellation.
     private func settleParked(final: Bool) {
         for (id, entry) in parked where !entry.inFlight {
-            settlingParked(id) { settleParked(entry, final: final) }
+            settling(id, firstAttempt: false) {
+                settleParked(entry, final: final)
+                return true
+            }
         }
     }
 

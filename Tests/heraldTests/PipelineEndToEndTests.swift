@@ -375,12 +375,7 @@ struct PipelineEndToEndTests {
             }
             #expect(completed, "completed: \(results.events(job: "wait-a", stage: .completed).count), \(results.events(job: "wait-b", stage: .completed).count)")
             for job in ["wait-a", "wait-b"] {
-                let terminal = results.terminalReceipts(job: job)
-                #expect(Set(terminal.keys) == Set(audience.keys) && terminal.values.allSatisfy { $0.count == 1 }, "\(job): \(terminal.count) of \(audience.count)")
-                let failedOnce = terminal.values.allSatisfy { $0.first?.stage == .failed && $0.first?.reason == .retriesExhausted && $0.first?.attempts == 2 }
-                #expect(failedOnce, "\(job): every subscription failed after its two attempts")
-                let totals = results.events(job: job, stage: .completed).first?.totals
-                #expect(totals == Receipt.Totals(failed: Int64(audience.count)), "\(job): \(String(describing: totals))")
+                expectEveryOneFailedAfterTwoAttempts(results, job: job, audience: Set(audience.keys))
             }
             let waitsLeft = try await fixture.count("SELECT count(*) FROM scheduled_jobs")
             let retriesLeft = try await fixture.count("SELECT count(*) FROM shard_retries")
@@ -450,13 +445,8 @@ struct PipelineEndToEndTests {
             let completed = try await fixture.wait(seconds: 120) {
                 !results.events(job: job, stage: .completed).isEmpty && results.terminalCount(job: job) >= ids.count
             }
-            let terminal = results.terminalReceipts(job: job)
-            #expect(completed, "\(terminal.count) of \(ids.count) terminal receipts; completed: \(results.events(job: job, stage: .completed).count)")
-            #expect(Set(terminal.keys) == Set(ids) && terminal.values.allSatisfy { $0.count == 1 },
-                    "missing: \(Set(ids).subtracting(terminal.keys).count), repeated: \(terminal.values.filter { $0.count > 1 }.count)")
-            #expect(terminal.values.allSatisfy { $0.first?.stage == .failed && $0.first?.reason == .retriesExhausted && $0.first?.attempts == 2 })
-            let totals = results.events(job: job, stage: .completed).first?.totals
-            #expect(totals == Receipt.Totals(failed: Int64(ids.count)), "\(String(describing: totals))")
+            #expect(completed, "\(results.terminalCount(job: job)) of \(ids.count) terminal receipts; completed: \(results.events(job: job, stage: .completed).count)")
+            expectEveryOneFailedAfterTwoAttempts(results, job: job, audience: Set(ids))
             report("8 takeover", ["devices": 300, "parked_after_takeover": kept])
             let last = try #require(fixture.workers.last)
             let statuses = await fixture.stopWorkers()
@@ -600,6 +590,20 @@ func expectCleanStop(_ fixture: PipelineFixture) async throws {
     for worker in running {
         #expect(statuses[worker.id] == 0, "\(worker.id) exited \(statuses[worker.id] ?? -1) after SIGTERM: \(worker.stderrTail())")
     }
+}
+
+/// Every subscription of `audience` has exactly one terminal receipt, `failed`/`retries-exhausted`
+/// after its two attempts, and the job's `completed` totals say so (scenarios 7 and 8).
+func expectEveryOneFailedAfterTwoAttempts(_ results: ReceiptLog, job: String, audience: Set<String>,
+                                          sourceLocation: SourceLocation = #_sourceLocation) {
+    let terminal = results.terminalReceipts(job: job)
+    #expect(Set(terminal.keys) == audience && terminal.values.allSatisfy { $0.count == 1 },
+            "\(job): \(terminal.count) of \(audience.count); missing \(audience.subtracting(terminal.keys).count), repeated \(terminal.values.filter { $0.count > 1 }.count)",
+            sourceLocation: sourceLocation)
+    let failedOnce = terminal.values.allSatisfy { $0.first?.stage == .failed && $0.first?.reason == .retriesExhausted && $0.first?.attempts == 2 }
+    #expect(failedOnce, "\(job): every subscription failed after its two attempts", sourceLocation: sourceLocation)
+    let totals = results.events(job: job, stage: .completed).first?.totals
+    #expect(totals == Receipt.Totals(failed: Int64(audience.count)), "\(job): \(String(describing: totals))", sourceLocation: sourceLocation)
 }
 
 /// One line of figures on stderr for the issue.
