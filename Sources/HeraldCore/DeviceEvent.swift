@@ -39,6 +39,7 @@ public struct DeviceEvent: Sendable, Equatable {
     public init(json: JSONValue) throws(ValidationError) {
         let root = try JSONObjectReader(json, at: .root)
         try MessageSchema.check(root, expected: DeviceEvent.schemaName)
+        try json.refuseNUL()
         type = try root.enumeration("type")
         jobID = try root.string("job_id", Identifiers.jobID)
         appID = try root.string("app_id", Identifiers.appID)

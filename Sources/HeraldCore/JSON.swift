@@ -449,3 +449,27 @@ extension JSONValue {
         nibble < 10 ? 0x30 + nibble : 0x57 + nibble
     }
 }
+
+extension JSONValue {
+    /// Refuses U+0000 anywhere in the document, in a string or in a member name, naming where.
+    /// JSON allows `\u0000`, but PostgreSQL's `jsonb` and `text` do not, and a C string ends at
+    /// it; outside input (jobs, device events) is checked with this before anything stores it.
+    public func refuseNUL(at path: JSONPath = .root) throws(ValidationError) {
+        switch self {
+        case .string(let text):
+            if text.utf8.contains(0) { throw ValidationError(at: path, "contains U+0000 (a NUL character), which Herald does not accept") }
+        case .array(let elements):
+            for (index, element) in elements.enumerated() { try element.refuseNUL(at: path.appending(index)) }
+        case .object(let members):
+            for (key, value) in members {
+                if key.utf8.contains(0) {
+                    let shown = key.replacingOccurrences(of: "\u{0}", with: "\\u0000")
+                    throw ValidationError(at: path.appending(shown), "member name contains U+0000 (a NUL character), which Herald does not accept")
+                }
+                try value.refuseNUL(at: path.appending(key))
+            }
+        case .null, .bool, .number:
+            break
+        }
+    }
+}

@@ -54,6 +54,7 @@ public struct Job: Sendable {
     public init(json: JSONValue) throws(ValidationError) {
         let root = try JSONObjectReader(json, at: .root)
         try MessageSchema.check(root, expected: Job.schemaName)
+        try json.refuseNUL()
         id = try root.string("id", Identifiers.jobID)
         appID = try root.string("app_id", Identifiers.appID)
         kind = try root.enumeration("kind")

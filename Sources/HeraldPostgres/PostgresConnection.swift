@@ -205,9 +205,23 @@ final class PGConnectionHandle: @unchecked Sendable {
 
     func query(_ sql: String, _ parameters: [String?]) -> Result<PostgresRows, PostgresError> {
         guard let connection else { return .failure(PostgresError(.connectionLost, "connection is closed")) }
+        if let refused = Self.refuseNUL(parameters) { return .failure(refused) }
         let result = execParams(connection, sql, parameters)
         defer { PQclear(result) }
         return check(result, connection)
+    }
+
+    /// A C string ends at its first NUL, so a parameter holding U+0000 would reach the server
+    /// cut short, silently. Such a statement is refused instead, with the SQLSTATE PostgreSQL
+    /// itself gives a NUL in text (22021, character not in repertoire): a permanent failure of
+    /// the statement, never a retry.
+    static func refuseNUL(_ parameters: [String?]) -> PostgresError? {
+        for (index, parameter) in parameters.enumerated() {
+            guard let parameter, parameter.utf8.contains(0) else { continue }
+            return PostgresError(.queryFailed, "parameter $\(index + 1) contains U+0000 (a NUL byte), which PostgreSQL text cannot hold",
+                                 sqlState: "22021")
+        }
+        return nil
     }
 
     /// Runs one statement with text parameters. Parameters go as separate C strings, so values
@@ -260,6 +274,7 @@ final class PGConnectionHandle: @unchecked Sendable {
 
     func query<T>(_ sql: String, _ parameters: [String?], decode: (PostgresRow) -> T?) -> Result<[T], PostgresError> {
         guard let connection else { return .failure(PostgresError(.connectionLost, "connection is closed")) }
+        if let refused = Self.refuseNUL(parameters) { return .failure(refused) }
         let result = execParams(connection, sql, parameters)
         defer { PQclear(result) }
         if case .failure(let error) = check(result, connection, collectRows: false) { return .failure(error) }

@@ -12,6 +12,15 @@ import HeraldCore
         #expect(body.dedupeKey != event.dedupeKey)
     }
 
+    @Test func refusesUPlus0000WithItsPath() {
+        let bytes = Array(#"{"schema":"herald.device-event.v1","type":"clicked","job_id":"j","app_id":"a","subscription_id":"0b6c3a2e-4f1d-4a8e-9c2b-5d7e8f901234","action_id":"b\u0000","at":"2026-12-02T10:00:00Z"}"#.utf8)
+        #expect {
+            try DeviceEvent.decode(bytes)
+        } throws: { error in
+            (error as? ValidationError)?.description == "action_id: contains U+0000 (a NUL character), which Herald does not accept"
+        }
+    }
+
     @Test func refusesUnknownTypes() {
         #expect(throws: ValidationError.self) {
             try DeviceEvent.decode(Array(#"{"schema":"herald.device-event.v1","type":"opened","job_id":"j","app_id":"a","subscription_id":"0b6c3a2e-4f1d-4a8e-9c2b-5d7e8f901234","at":"2026-12-02T10:00:00Z"}"#.utf8))

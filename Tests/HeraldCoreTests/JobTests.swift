@@ -32,6 +32,16 @@ enum JobFixture {
         }
     }
 
+    @Test func refusesUPlus0000WithItsPathInAFieldAndInAnUnknownMember() {
+        // PostgreSQL's jsonb refuses \u0000 (SQLSTATE 22P05): caught here, with a path, before anything stores it.
+        let inTitle = Array(#"{"schema":"herald.job.v1","id":"j","app_id":"demo","kind":"notification","created_at":"2026-12-02T10:00:00Z","audience":{"all":true},"content":{"title":"a\u0000b","body":"x"}}"#.utf8)
+        #expect(error(inTitle) == "content.title: contains U+0000 (a NUL character), which Herald does not accept")
+        let unknown = JobFixture.job(["future": .object(["note": .array([.string("ok"), .string("\u{0}")])])])
+        #expect(error(unknown) == "future.note[1]: contains U+0000 (a NUL character), which Herald does not accept")
+        let inName = JobFixture.job(["x\u{0}y": .bool(true)])
+        #expect(error(inName)?.hasPrefix("x\\u0000y: member name contains U+0000") == true)
+    }
+
     @Test func decodesAFullNotificationJob() throws {
         let job = try Job.decode(Array("""
         {"schema":"herald.job.v1","id":"spring-sale.42","app_id":"shop","kind":"notification",

@@ -26,6 +26,19 @@ struct PostgresConnectionTests {
         await connection.close()
     }
 
+    @Test func aNULInAParameterIsRefusedNotCutShort() async throws {
+        let connection = try await PostgresConnection.connect(try TestEnvironment.require(TestEnvironment.databaseVariable))
+        // Through a C string this would arrive as "before", and the statement would succeed.
+        await #expect {
+            try await connection.query("SELECT $1::text AS echoed", ["before\u{0}after"])
+        } throws: { error in
+            guard let error = error as? PostgresError else { return false }
+            return error.sqlState == "22021" && error.message.contains("$1") && !error.isRetryable
+        }
+        #expect(try await connection.query("SELECT $1::text AS echoed", ["still usable"]).value(0, "echoed") == "still usable")
+        await connection.close()
+    }
+
     @Test func connectFailureIsClearAndRetryable() async {
         await #expect {
             try await PostgresConnection.connect("postgresql://postgres@127.0.0.1:1/herald")
