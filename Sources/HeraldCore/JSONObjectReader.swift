@@ -237,6 +237,11 @@ public struct StringRule: Sendable {
         }
     }
 
+    /// Whether `text` satisfies this rule.
+    public func accepts(_ text: String) -> Bool {
+        (try? check(.string(text), at: .root)) != nil
+    }
+
     /// Reads `value` as a string satisfying this rule.
     public func check(_ value: JSONValue, at path: JSONPath) throws(ValidationError) -> String {
         guard case .string(let string) = value else {

@@ -14,13 +14,15 @@ public struct Receipt: Sendable, Equatable {
         case received, confirmed, clicked
         // Job-level events (no subscription).
         case planned, halted, completed
+        /// The job message was dead-lettered: the job will not run (`reason` says why).
+        case rejected
 
         /// Whether this stage ends a subscription's delivery for a job.
         public var isTerminal: Bool { [.accepted, .unregistered, .failed, .dropped].contains(self) }
         /// Whether this is a job-level event.
-        public var isJobLevel: Bool { [.planned, .halted, .completed].contains(self) }
+        public var isJobLevel: Bool { [.planned, .halted, .completed, .rejected].contains(self) }
         /// Whether a receipt of this stage must say why.
-        public var needsReason: Bool { [.unregistered, .failed, .dropped, .deferred, .halted].contains(self) }
+        public var needsReason: Bool { [.unregistered, .failed, .dropped, .deferred, .halted, .rejected].contains(self) }
     }
 
     /// The documented reasons (`schemas/receipt-reasons.md`).
@@ -57,6 +59,12 @@ public struct Receipt: Sendable, Equatable {
         // halted
         case credentials
         case suspectedMisconfiguration = "suspected-misconfiguration"
+        // rejected (the dead letter's cause; retries-exhausted above serves both)
+        case invalid
+        case unknownApp = "unknown-app"
+        case databaseRefused = "database-refused"
+        case statementTimeout = "statement-timeout"
+        case tooLarge = "too-large"
     }
 
     /// Totals of a completed job.
@@ -104,6 +112,8 @@ public struct Receipt: Sendable, Equatable {
     public var shardCount: Int?
     /// Completed: totals.
     public var totals: Totals?
+    /// Completed: shards that were dead-lettered, whose unsent rest has no receipts (absent when none).
+    public var deadLetteredShards: Int?
 
     /// Creates a receipt.
     public init(jobID: String, appID: String, stage: Stage, subscriptionID: String? = nil, platform: Platform? = nil,
@@ -159,6 +169,7 @@ public struct Receipt: Sendable, Equatable {
         provider = try root.optionalEnumeration("provider")
         audienceEstimate = try root.optionalInt("audience_estimate", in: 0...Int64.max)
         shardCount = try root.optionalInt("shard_count", in: 0...1_000_000).map { Int($0) }
+        deadLetteredShards = try root.optionalInt("dead_lettered_shards", in: 1...1_000_000).map { Int($0) }
         if let totals = try root.optionalObject("totals") {
             self.totals = Totals(
                 accepted: try totals.int("accepted", in: 0...Int64.max),
@@ -217,6 +228,7 @@ public struct Receipt: Sendable, Equatable {
         string("at", at.rfc3339)
         integer("attempts", attempts)
         integer("audience_estimate", audienceEstimate)
+        integer("dead_lettered_shards", deadLetteredShards)
         string("id", id)
         string("job_id", jobID)
         string("platform", platform?.rawValue)
@@ -258,6 +270,7 @@ public struct Receipt: Sendable, Equatable {
         if let provider { members["provider"] = .string(provider.rawValue) }
         if let audienceEstimate { members["audience_estimate"] = .int(audienceEstimate) }
         if let shardCount { members["shard_count"] = .int(shardCount) }
+        if let deadLetteredShards { members["dead_lettered_shards"] = .int(deadLetteredShards) }
         if let totals {
             members["totals"] = .object([
                 "accepted": .int(totals.accepted),

@@ -171,6 +171,13 @@ enum DLQCommand {
                 Console.error("herald dlq replay: skipped \(message.partition)@\(message.offset): its source is \(letter.source.topic)")
                 continue
             }
+            // Only the start of the original is kept: replaying it would produce a different message.
+            if letter.originalTruncated {
+                counts.refused += 1
+                Console.error("herald dlq replay: refused \(message.partition)@\(message.offset) (from \(letter.source.topic)/\(letter.source.partition)@\(letter.source.offset)): "
+                    + "its original was truncated (\(letter.original.count) of \(letter.originalSize ?? 0) bytes kept, sha256 \(letter.originalSHA256 ?? "-"))")
+                continue
+            }
             if dryRun {
                 let key = message.key.map { String(decoding: $0, as: UTF8.self) } ?? "-"
                 print("would replay \(letter.at.rfc3339) \(letter.source.topic)/\(letter.source.partition)@\(letter.source.offset) key=\(key) bytes=\(letter.original.count) reason=\(AppsCommand.quoted(letter.reason))")

@@ -62,6 +62,22 @@ struct DLQCommandTests {
         #expect(eventMessages.map(\.valueString) == [#"{"type":"zapped"}"#])
     }
 
+    @Test func aLetterWhoseOriginalWasTruncatedIsRefusedAndNamed() async throws {
+        let original = Array(String(repeating: "j", count: 4000).utf8)
+        let whole = DeadLetter(reason: "job is too large", cause: .invalid, attempts: 1, source: .init(topic: jobs, partition: 0, offset: 42),
+                               original: original, at: Timestamp(seconds: 1_796_232_859))
+        let truncated = try #require(whole.fitting(maxBytes: 2000) { _ in String(repeating: "c", count: 64) })
+        #expect(truncated.originalTruncated)
+        try await CommandKafka.produce(dlq, [("job-big", truncated.json.serializedBytes()),
+                                             ("job-ok", try letter("app: unknown", jobs, #"{"id":"job-ok"}"#, at: "2026-03-01T00:00:00Z"))])
+        let result = try await replay([])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("read 2 dead letters: 2 match, replayed 1, failed 0, refused 1"), "\(result.stdout)")
+        #expect(result.stderr.contains("(from \(jobs)/0@42): its original was truncated (") && result.stderr.contains(" of 4000 bytes kept"), "\(result.stderr)")
+        let back = try await CommandKafka.read(jobs, count: 1, thenWatch: 2)
+        #expect(back.map(\.keyString) == ["job-ok"], "only the whole original is replayed")
+    }
+
     /// The replay reads up to the end offsets it found, however short the quiet time: a tiny
     /// `--idle-seconds` (used only when the ends cannot be read) does not cut it short.
     @Test func readsToTheEndOffsetsWhateverTheQuietTime() async throws {
