@@ -10,6 +10,7 @@ Usage: scripts/check-schemas.py [ROOT]      (ROOT defaults to the repository roo
 3. Every ROOT/schemas/examples/invalid/*.json must be rejected: not UTF-8, not strict JSON, or
    not valid against its schema. Each must have a non-empty sibling X.expect (the error the
    Swift validator must print; only its presence is checked here).
+4. The dead letter's `cause` enum equals the causes docs/operations.md ("Dead letters") describes.
 
 "Strict JSON" also rejects duplicate object keys and NaN/Infinity, which Python's json module
 would otherwise accept.
@@ -261,6 +262,27 @@ def check_examples(examples_dir, validators, report):
     return count
 
 
+def check_dead_letter_causes(root, report):
+    """The dead letter's `cause` enum and the causes docs/operations.md describes are one list."""
+    import re
+    label = "dead-letter causes"
+    try:
+        schema = load_strict(root / "schemas" / "dead-letter.v1.schema.json")
+        doc = (root / "docs" / "operations.md").read_text(encoding="utf-8")
+    except (ValueError, OSError) as e:
+        report.fail(label, f"cannot read: {short(e)}")
+        return
+    enum = set(schema.get("properties", {}).get("cause", {}).get("enum", []))
+    section = doc.split("## Dead letters", 1)[-1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `([a-z-]+)` \| [a-z]", section, re.M)) - {"cause"}
+    if not enum:
+        report.fail(label, "dead-letter.v1.schema.json has no cause enum")
+    elif enum != documented:
+        report.fail(label, f"schema only: {sorted(enum - documented)}; docs/operations.md only: {sorted(documented - enum)}")
+    else:
+        report.ok(label, f"{len(enum)} causes in the schema and in docs/operations.md")
+
+
 def main(argv):
     if len(argv) > 2:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
@@ -274,6 +296,7 @@ def main(argv):
     else:
         validators = check_schemas(schema_dir, report)
         count = check_examples(schema_dir / "examples", validators, report)
+        check_dead_letter_causes(root, report)
         if count == 0:
             report.fail("schemas/examples", "no example files in valid/ or invalid/")
     print(f"schema-check: {report.passed} passed, {report.failed} failed")

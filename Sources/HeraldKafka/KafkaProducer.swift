@@ -15,8 +15,9 @@ public final class KafkaProducer: Sendable {
     private let enqueueQueue = DispatchQueue(label: "herald.kafka.producer.enqueue")
     /// Topics whose metadata a batch already fetched (see `prepareTopics`).
     private let knownTopics = Mutex<Set<String>>([])
-    /// `message.max.bytes` as configured, to refuse oversized messages before librdkafka does.
-    private let maximumMessageBytes: Int
+    /// `message.max.bytes` as configured (key, value and headers together), to refuse oversized
+    /// messages before librdkafka does.
+    public let maximumMessageBytes: Int
 
     /// Herald's producer defaults, each applied unless the configuration sets the property:
     /// idempotence on (which implies `acks=all`), lz4 compression and 5 ms of batching.

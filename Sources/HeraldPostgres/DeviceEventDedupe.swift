@@ -1,3 +1,5 @@
+public import HeraldCore
+
 /// The identity of a device event for dedupe: (type, job, subscription, action id).
 public struct DeviceEventKey: Sendable, Hashable {
     /// `received`, `confirmed` or `clicked`.
@@ -46,5 +48,66 @@ public struct DeviceEventDedupe: Sendable {
         }
         // Only the first of several equal keys in the batch counts as new.
         return keys.map { inserted.remove($0) != nil }
+    }
+}
+
+/// Who owns what a device event names: the app of its job and of its subscription (nil when
+/// there is no such row), and the subscription's platform.
+public struct DeviceEventOwners: Sendable, Equatable {
+    public var jobAppID: String?
+    public var subscriptionAppID: String?
+    public var platform: Platform?
+
+    /// Owners as read.
+    public init(jobAppID: String?, subscriptionAppID: String?, platform: Platform?) {
+        self.jobAppID = jobAppID
+        self.subscriptionAppID = subscriptionAppID
+        self.platform = platform
+    }
+}
+
+extension DeviceEventDedupe {
+    /// The apps owning the job and the subscription an event names, in one statement.
+    public func owners(jobID: String, subscriptionID: String) async throws(PostgresError) -> DeviceEventOwners {
+        let rows = try await pool.query("""
+            SELECT (SELECT app_id FROM jobs WHERE id = $1), s.app_id, s.platform
+            FROM (SELECT 1) AS one LEFT JOIN subscriptions s ON s.id = $2::uuid
+            """, [jobID, subscriptionID.lowercased()], idempotent: true)
+        let row = rows.rows.first
+        return DeviceEventOwners(jobAppID: row?[0] ?? nil, subscriptionAppID: row?[1] ?? nil,
+                                 platform: (row?[2] ?? nil).flatMap(Platform.init(rawValue:)))
+    }
+
+    /// Whether the event was recorded before (a repeat, to drop).
+    public func seen(_ key: DeviceEventKey) async throws(PostgresError) -> Bool {
+        let rows = try await pool.query("""
+            SELECT 1 FROM device_event_seen WHERE type = $1 AND job_id = $2 AND subscription_id = $3::uuid AND action_id = $4
+            """, [key.type, key.jobID, key.subscriptionID, key.actionID], idempotent: true)
+        return !rows.rows.isEmpty
+    }
+
+    /// Records an event already forwarded: its dedupe row, and its count on the job (matched on
+    /// the job id and the app id), in one short transaction that waits for nothing else. True
+    /// when this call recorded it; false when it was recorded before (then nothing is counted).
+    /// The caller publishes first and records after, so no transaction is open while the
+    /// broker is waited for; a crash between the two publishes the receipt again on
+    /// redelivery, under the same receipt id.
+    @discardableResult
+    public func record(_ key: DeviceEventKey, appID: String) async throws(PostgresError) -> Bool {
+        let column: String
+        switch key.type {
+        case "received": column = "received"
+        case "confirmed": column = "confirmed"
+        default: column = "clicked"
+        }
+        return try await pool.withTransaction { connection throws(PostgresError) -> Bool in
+            let inserted = try await connection.query("""
+                INSERT INTO device_event_seen (type, job_id, subscription_id, action_id) VALUES ($1, $2, $3::uuid, $4)
+                ON CONFLICT DO NOTHING RETURNING 1
+                """, [key.type, key.jobID, key.subscriptionID, key.actionID])
+            guard !inserted.rows.isEmpty else { return false }
+            try await connection.query("UPDATE jobs SET \(column) = \(column) + 1 WHERE id = $1 AND app_id = $2", [key.jobID, appID])
+            return true
+        }
     }
 }

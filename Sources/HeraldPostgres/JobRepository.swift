@@ -154,7 +154,7 @@ public struct JobRepository: Sendable {
             throw PostgresError(.unexpectedResult, "shard \(jobID)/\(shardNo) neither claimed nor found")
         }
         switch row[0] {
-        case "finished": return .finished
+        case "finished", "dead-lettered": return .finished
         case "cancelled": return .cancelled
         default: return .heldElsewhere(holder: row[1] ?? "", until: row[2].flatMap(SQLValue.timestamp))
         }
@@ -327,9 +327,16 @@ extension JobRepository {
     /// The job's totals when every planned shard is finished, else nil. Read after a shard's
     /// `finish` committed, so of two shards finishing at once the later one sees both.
     public func totalsIfFinished(jobID: String) async throws(PostgresError) -> Receipt.Totals? {
+        try await completion(jobID: jobID)?.totals
+    }
+
+    /// The job's totals and its dead-lettered shards when every planned shard is finished or
+    /// dead-lettered, else nil.
+    public func completion(jobID: String) async throws(PostgresError) -> (totals: Receipt.Totals, deadLetteredShards: Int)? {
         let rows = try await pool.query("""
-            SELECT j.shard_count, count(s.shard_no), count(s.shard_no) FILTER (WHERE s.state = 'finished'),
-                   COALESCE(sum(s.accepted), 0), COALESCE(sum(s.unregistered), 0), COALESCE(sum(s.failed), 0), COALESCE(sum(s.dropped), 0)
+            SELECT j.shard_count, count(s.shard_no), count(s.shard_no) FILTER (WHERE s.state IN ('finished', 'dead-lettered')),
+                   COALESCE(sum(s.accepted), 0), COALESCE(sum(s.unregistered), 0), COALESCE(sum(s.failed), 0), COALESCE(sum(s.dropped), 0),
+                   count(s.shard_no) FILTER (WHERE s.state = 'dead-lettered')
             FROM jobs j LEFT JOIN job_shards s ON s.job_id = j.id
             WHERE j.id = $1 GROUP BY j.shard_count
             """, [jobID])
@@ -337,7 +344,24 @@ extension JobRepository {
               let all = row[1].flatMap({ Int($0) }), let finished = row[2].flatMap({ Int($0) }),
               all == planned, finished == planned else { return nil }
         let number = { (index: Int) in row[index].flatMap { Int64($0) } ?? 0 }
-        return Receipt.Totals(accepted: number(3), unregistered: number(4), failed: number(5), dropped: number(6))
+        return (Receipt.Totals(accepted: number(3), unregistered: number(4), failed: number(5), dropped: number(6)), Int(number(7)))
+    }
+
+    /// Marks a shard dead-lettered: its run failed for good. The counts stay what its last
+    /// checkpoint saved; its parked retries are removed (their subscriptions get no receipt,
+    /// like the rest of its range). Creates the row when the shard was never claimed, and
+    /// leaves a finished or cancelled shard as it is.
+    public func abandonShard(jobID: String, shardNo: Int, shardCount: Int, range: SubscriptionRange) async throws(PostgresError) {
+        try await pool.withTransaction { connection throws(PostgresError) in
+            try await connection.query("""
+                INSERT INTO job_shards AS s (job_id, shard_no, shard_count, id_from, id_to, state, finished_at)
+                VALUES ($1, $2::integer, $3::integer, $4::uuid, $5::uuid, 'dead-lettered', now())
+                ON CONFLICT (job_id, shard_no) DO UPDATE
+                SET state = 'dead-lettered', finished_at = now(), lease_holder = NULL, lease_expires_at = NULL
+                WHERE s.state IN ('pending', 'running')
+                """, [jobID, String(shardNo), String(shardCount), range.from ?? Shard.minimumID, range.to])
+            try await connection.query("DELETE FROM shard_retries WHERE job_id = $1 AND shard_no = $2::integer", [jobID, String(shardNo)])
+        }
     }
 
     /// Records the job complete with `totals` (state `completed` unless it was cancelled). True
@@ -366,36 +390,6 @@ extension AudienceResolver {
         let parameters: [String?] = [appID, SQLValue.array(valid)]
         return try await pool.withConnection(retryingIfLost: true) { connection throws(PostgresError) in
             try await connection.query(sql, parameters, decode: AudienceMember.decode)
-        }
-    }
-}
-
-extension DeviceEventDedupe {
-    /// Records one device event and, only when it is the first sighting, calls `forward` (which
-    /// publishes it and must not return before the broker acknowledged) and counts it on the job,
-    /// all in one transaction: a failure to forward rolls the sighting back, so the redelivered
-    /// event is tried again rather than lost. Returns whether it was forwarded.
-    public func recordAndForward(_ key: DeviceEventKey, forward: @Sendable () async -> Bool) async throws(PostgresError) -> Bool {
-        try await pool.withTransaction { connection throws(PostgresError) -> Bool in
-            let inserted = try await connection.query("""
-                INSERT INTO device_event_seen (type, job_id, subscription_id, action_id) VALUES ($1, $2, $3::uuid, $4)
-                ON CONFLICT DO NOTHING RETURNING 1
-                """, [key.type, key.jobID, key.subscriptionID, key.actionID])
-            guard !inserted.rows.isEmpty else { return false }
-            let column: String
-            switch key.type {
-            case "received": column = "received"
-            case "confirmed": column = "confirmed"
-            default: column = "clicked"
-            }
-            guard await forward() else {
-                throw PostgresError(.cancelled, "device event \(key.type) of \(key.jobID) not forwarded; rolled back to retry")
-            }
-            // Counted after the forward, not before: the UPDATE locks the job's row until COMMIT,
-            // and the forward waits for the broker (minutes in an outage). Every other writer
-            // of the row (completion, halts, the job's other events) would queue behind it.
-            try await connection.query("UPDATE jobs SET \(column) = \(column) + 1 WHERE id = $1", [key.jobID])
-            return true
         }
     }
 }

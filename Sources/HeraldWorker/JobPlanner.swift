@@ -22,34 +22,49 @@ public struct JobPlanner: Sendable {
         self.liveActivities = LiveActivityPlanner(context: context, runner: runner, repository: liveActivities)
     }
 
-    /// Handles one job message; true when its offset may be committed.
+    /// Handles one job message; true when its offset may be committed. A job that fails for
+    /// good (``MessageFailure``) is dead-lettered with a `rejected` event, and the lane moves on.
     public func handle(_ message: KafkaMessage) async -> Bool {
         let job: Job
         do {
             job = try Job.decode(message.value)
         } catch {
-            return await deadLetter(message, reason: "invalid job: \(error)")
+            return await reject(message, job: nil, cause: .invalid, reason: "invalid job: \(error)", attempts: 1)
         }
-        var delay = Duration.seconds(1)
-        while true {
-            do {
-                return try await plan(job, message: message)
-            } catch let problem as UnknownApp {
-                return await deadLetter(message, reason: problem.description)
-            } catch {
-                if context.stop.isSet { return false }
-                if error is PostgresError { context.metrics.postgresError() } else { context.metrics.kafkaError() }
-                context.log.error("planning failed; retrying", [
-                    "job_id": .string(job.id), "error": .string("\(error)"), "retry_in_ms": .int(Int(delay.milliseconds)),
-                ])
-                try? await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(30))
-            }
+        switch await MessageRetrier.run(message, context: context, subject: ["job_id": .string(job.id)], { try await plan(job, message: message) }) {
+        case .done(let commits):
+            return commits
+        case .stopped:
+            return false
+        case .gaveUp(let failure, let cause, let attempts):
+            return await reject(message, job: job, cause: cause, reason: "job \(job.id): \(failure.detail)", attempts: attempts)
         }
     }
 
-    struct UnknownApp: Error, CustomStringConvertible {
+    /// Dead-letters a job message, with a `rejected` event on the results topic when the job's
+    /// id and app are known (from the job, or read from a document that failed validation
+    /// elsewhere), so a producer waiting for `completed` learns the end.
+    private func reject(_ message: KafkaMessage, job: Job?, cause: DeadLetter.Cause, reason: String, attempts: Int) async -> Bool {
+        var receipts: [Receipt] = []
+        if let (jobID, appID) = job.map({ ($0.reported.id, $0.appID) }) ?? Self.identity(of: message.value) {
+            receipts.append(DeadLetter.rejection(jobID: jobID, appID: appID, cause: cause, attempts: attempts, at: .now))
+        }
+        return await PipelineDeadLetters.send(message, cause: cause, reason: reason, attempts: attempts, context: context, receipts: receipts)
+    }
+
+    /// The job id (its parent's, for a sub-job) and app id of a job document that did not
+    /// validate, when both members are there and valid themselves.
+    static func identity(of bytes: [UInt8]) -> (jobID: String, appID: String)? {
+        guard bytes.count <= Job.maxBytes, let document = try? JSONValue.parse(bytes, limits: .init(maxBytes: Job.maxBytes)),
+              let id = document["parent_id"]?.stringValue ?? document["id"]?.stringValue,
+              let app = document["app_id"]?.stringValue,
+              Identifiers.jobID.accepts(id), Identifiers.appID.accepts(app) else { return nil }
+        return (id, app)
+    }
+
+    struct UnknownApp: PermanentMessageError {
         let appID: String
+        var cause: DeadLetter.Cause { .unknownApp }
         var description: String { "unknown app \(appID): no row in apps" }
     }
 
@@ -95,9 +110,9 @@ public struct JobPlanner: Sendable {
                 async let announced: Void = publishPlanned(planned, estimate: count, shards: 1)
                 let outcome = await runner.run(job: planned, shard: single)
                 try await announced
-                return outcome.commitsMessage
+                return try outcome.committingMessage()
             }
-            return await runner.run(job: planned, shard: single).commitsMessage
+            return try await runner.run(job: planned, shard: single).committingMessage()
         }
         if stored?.shardCount == nil {
             let query = AudienceQuery(appID: planned.appID, audience: planned.audience ?? .all)
@@ -127,37 +142,5 @@ public struct JobPlanner: Sendable {
         receipt.audienceEstimate = Int64(estimate)
         receipt.shardCount = shards
         try await context.publisher.publish([receipt])
-    }
-
-    /// Dead-letters a message (DESIGN §3 envelope); true once Kafka has it.
-    func deadLetter(_ message: KafkaMessage, reason: String) async -> Bool {
-        await PipelineDeadLetters.send(message, reason: reason, context: context)
-    }
-}
-
-/// Dead letters for every consumer of the worker.
-enum PipelineDeadLetters {
-    /// Produces `message` with `reason` to the dead-letter topic, retrying until Kafka takes it
-    /// or the worker stops; true when it may be committed.
-    static func send(_ message: KafkaMessage, reason: String, context: PipelineContext) async -> Bool {
-        let letter = DeadLetter(reason: String(reason.prefix(1000)),
-                                source: .init(topic: message.topic, partition: message.partition, offset: message.offset),
-                                original: message.value, at: .now)
-        while true {
-            do {
-                try await context.publisher.deadLetter(letter, key: message.key)
-                context.metrics.deadLettered()
-                context.log.warning("message dead-lettered", [
-                    "topic": .string(message.topic), "partition": .int(Int(message.partition)), "offset": .int(Int(message.offset)),
-                    "reason": .string(String(reason.prefix(300))),
-                ])
-                return true
-            } catch {
-                context.metrics.kafkaError()
-                context.log.error("could not dead-letter a message; retrying", ["error": .string(error.description)])
-                if context.stop.isSet { return false }
-                try? await Task.sleep(for: .seconds(1))
-            }
-        }
     }
 }

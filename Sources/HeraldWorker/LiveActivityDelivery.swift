@@ -161,6 +161,6 @@ struct LiveActivityPlanner: Sendable {
             "verdict": .string(dropping?.rawValue ?? "accepted"),
         ])
         let single = Shard(jobID: job.id, appID: job.appID, shardNo: 0, shardCount: 1, idFrom: Shard.minimumID, idTo: nil, createdAt: .now)
-        return await runner.run(job: annotated, shard: single, source: .liveActivity(targets), dropping: dropping).commitsMessage
+        return try await runner.run(job: annotated, shard: single, source: .liveActivity(targets), dropping: dropping).committingMessage()
     }
 }

@@ -12,6 +12,17 @@ public final class StopSignal: Sendable {
     public var isSet: Bool { flag.load(ordering: .acquiring) }
     /// Requests the stop.
     public func set() { flag.store(true, ordering: .releasing) }
+
+    /// Sleeps for `duration`, or less when the stop is requested meanwhile (checked every
+    /// 100 ms), so a long backoff never holds a stopping worker.
+    public func sleep(for duration: Duration) async {
+        let end = ContinuousClock.now + duration
+        while !isSet {
+            let left = end - ContinuousClock.now
+            if left <= .zero { return }
+            try? await Task.sleep(for: min(left, .milliseconds(100)))
+        }
+    }
 }
 
 /// How the shard runner paces itself.
@@ -34,6 +45,9 @@ public struct ShardSettings: Sendable {
     /// wait to the scheduler and frees its shard slot (default 10): one app's throttled or
     /// failing provider must not hold every slot for its backoff while other jobs wait.
     public var retryHoldSeconds: Double = 10
+    /// How long a message may fail temporarily, when only it fails, before it is dead-lettered
+    /// (`HERALD_MESSAGE_RETRY_SECONDS`, default 600; ``MessageRetryBudget``).
+    public var messageRetryBudget: Duration = .seconds(600)
 
     /// The defaults.
     public init() {}
@@ -84,9 +98,27 @@ public enum ShardRunOutcome: Sendable, Equatable {
     case leaseLost
     /// The worker is stopping: the shard is checkpointed and released, its message not committed.
     case interrupted
+    /// Its work failed for good (``MessageRetryBudget``): the shard is marked dead-lettered and
+    /// its message must be dead-lettered before it is committed.
+    case abandoned(DeadLetter.Cause, attempts: Int, detail: String)
 
     /// Whether the shard message may be committed.
     public var commitsMessage: Bool { self != .interrupted }
+
+    /// Whether the message may be committed; throws ``AbandonedShard`` for an abandoned shard,
+    /// so a handler running the shard inline dead-letters its message.
+    func committingMessage() throws(AbandonedShard) -> Bool {
+        if case .abandoned(let cause, let attempts, let detail) = self { throw AbandonedShard(cause: cause, attempts: attempts, detail: detail) }
+        return commitsMessage
+    }
+}
+
+/// A shard run that failed for good, thrown to the handler whose message ran it.
+struct AbandonedShard: PermanentMessageError {
+    let cause: DeadLetter.Cause
+    let attempts: Int
+    let detail: String
+    var description: String { "the shard run failed for good after \(attempts) attempts: \(detail)" }
 }
 
 /// Runs shards: claims the lease, streams the audience from the checkpoint, sends with a
@@ -111,23 +143,56 @@ public struct ShardRunner: Sendable {
     }
 
     /// Runs shard `shard` of `job` until it is finished, halted, taken over or the worker stops.
-    /// Database and broker failures are retried here with backoff; only a stop ends it early.
-    /// `source`: where the subscriptions come from (a live activity's tokens instead of the
-    /// audience); `dropping`: settle every one with this reason instead of sending.
+    /// Database and broker failures are retried here with backoff under the message's retry
+    /// budget (``MessageRetryBudget``); a failure the budget gives up on abandons the shard:
+    /// its row is marked dead-lettered (the job completes without its unsent rest) and the
+    /// caller dead-letters the message. `source`: where the subscriptions come from (a live
+    /// activity's tokens instead of the audience); `dropping`: settle every one with this
+    /// reason instead of sending.
     public func run(job: Job, shard: Shard, source: ShardSource = .audience, dropping: Receipt.Reason? = nil) async -> ShardRunOutcome {
-        var delay = Duration.seconds(1)
+        var budget = MessageRetryBudget(budget: context.settings.messageRetryBudget)
         while true {
             do {
                 return try await runOnce(job: job, shard: shard, source: source, dropping: dropping)
             } catch {
                 if context.stop.isSet { return .interrupted }
                 if error is PostgresError { context.metrics.postgresError() } else { context.metrics.kafkaError() }
-                context.log.error("shard run failed; retrying", [
-                    "job_id": .string(job.id), "shard": .int(shard.shardNo), "error": .string("\(error)"),
-                    "retry_in_ms": .int(Int(delay.milliseconds)),
+                let failure = MessageFailure.classify(error)
+                switch budget.failed(failure, at: .now) {
+                case .deadLetter(let cause):
+                    context.log.error("shard run failed for good; abandoning the shard", [
+                        "job_id": .string(job.id), "shard": .int(shard.shardNo), "error": .string(failure.detail),
+                        "cause": .string(cause.rawValue), "attempts": .int(budget.attempts),
+                    ])
+                    await abandon(job: job, shard: shard)
+                    return .abandoned(cause, attempts: budget.attempts, detail: failure.detail)
+                case .retry(let delay):
+                    context.log.error("shard run failed; retrying", [
+                        "job_id": .string(job.id), "shard": .int(shard.shardNo), "error": .string(failure.detail),
+                        "failure": .string(failure.kind == .outage ? "outage" : "temporary"), "retry_in_ms": .int(Int(delay.milliseconds)),
+                    ])
+                    await context.stop.sleep(for: delay)
+                }
+            }
+        }
+    }
+
+    /// Marks the shard dead-lettered and completes the job when it was the last one open. Its
+    /// own statements failed, not these (small writes by key), which are retried a few times;
+    /// a shard left unmarked is redelivered, or found by `herald jobs` as still running.
+    private func abandon(job: Job, shard: Shard) async {
+        for attempt in 1...5 {
+            do {
+                try await context.jobs.abandonShard(jobID: job.id, shardNo: shard.shardNo, shardCount: shard.shardCount,
+                                                    range: SubscriptionRange(from: shard.idFrom, to: shard.idTo))
+                try await completeJobIfDone(job)
+                return
+            } catch {
+                context.log.error("cannot mark the shard dead-lettered", [
+                    "job_id": .string(job.id), "shard": .int(shard.shardNo), "attempt": .int(attempt), "error": .string("\(error)"),
                 ])
-                try? await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(30))
+                if context.stop.isSet { return }
+                await context.stop.sleep(for: .seconds(1))
             }
         }
     }
@@ -196,7 +261,7 @@ public struct ShardRunner: Sendable {
                                                        shardNo: shard.shardNo, dueAt: due,
                                                        lane: job.delivery.urgent ? "shards-urgent" : "shards", body: shard.json.serialized())
             }
-        case .alreadyDone, .leaseLost, .interrupted:
+        case .alreadyDone, .leaseLost, .interrupted, .abandoned:
             break
         }
         return outcome
@@ -206,10 +271,11 @@ public struct ShardRunner: Sendable {
     /// records it. Publishing first means a crash in between repeats the event (same receipt id)
     /// rather than losing it.
     func completeJobIfDone(_ job: Job) async throws {
-        guard let totals = try await context.jobs.totalsIfFinished(jobID: job.id) else { return }
+        guard let (totals, deadLettered) = try await context.jobs.completion(jobID: job.id) else { return }
         if let stored = try await context.jobs.storedJob(id: job.id), stored.completedAt != nil { return }
         var receipt = Receipt(jobID: job.id, appID: job.appID, stage: .completed, at: .now)
         receipt.totals = totals
+        if deadLettered > 0 { receipt.deadLetteredShards = deadLettered }
         // A sub-job's totals are reported in its parent's `completed` event, not on their own.
         if job.parentID == nil { try await context.publisher.publish([receipt]) }
         if try await context.jobs.markCompleted(jobID: job.id, totals: totals) {

@@ -23,3 +23,17 @@ extension WorkerConfiguration.Topics {
         deadLetters = try topic("HERALD_TOPIC_DLQ", default: deadLetters)
     }
 }
+
+extension WorkerConfiguration.Topics {
+    /// The lane that reads `topic`, as metrics and logs name it: `jobs`, `urgent` (both urgent
+    /// topics), `shards`, `device-events`; `other` for a topic no lane reads.
+    public func lane(of topic: String) -> String {
+        switch topic {
+        case jobs: "jobs"
+        case jobsUrgent, shardsUrgent: "urgent"
+        case shards: "shards"
+        case deviceEvents: "device-events"
+        default: "other"
+        }
+    }
+}

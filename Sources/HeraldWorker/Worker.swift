@@ -159,6 +159,7 @@ public final class Worker: Sendable {
         let gaugeMetrics = self.metrics
         let refreshGauges: @Sendable () async -> Void = {
             gaugeMetrics.setRebalances(lanes.reduce(0) { $0 + $1.consumer.statistics.assignments })
+            for lane in lanes { gaugeMetrics.setOldestUnprocessed(lane: lane.name, seconds: lane.inHand.oldestSeconds()) }
             for (provider, open) in await directory.openConnections() {
                 gaugeMetrics.setOpenConnections(provider: provider.rawValue, open)
             }
@@ -269,39 +270,46 @@ public final class Worker: Sendable {
     /// Runs one shard message: decodes it (a bad one is dead-lettered), reads its job from the
     /// `jobs` table, and runs it. A live-activity job's shard (re-queued by `herald jobs resume`)
     /// goes to the activity's tokens with the job's recorded numbering verdict, never to an audience.
+    /// A shard whose job has no row, or whose run fails for good, is dead-lettered.
     static func handleShard(_ message: KafkaMessage, context: PipelineContext, runner: ShardRunner,
                             liveActivities: LiveActivityPlanner) async -> Bool {
         let shard: Shard
         do {
             shard = try Shard.decode(message.value)
         } catch {
-            return await PipelineDeadLetters.send(message, reason: "invalid shard message: \(error)", context: context)
+            return await PipelineDeadLetters.send(message, cause: .invalid, reason: "invalid shard message: \(error)", attempts: 1, context: context)
         }
-        var delay = Duration.seconds(1)
-        while true {
+        let subject: [String: JSONValue] = ["job_id": .string(shard.jobID), "shard": .int(shard.shardNo)]
+        let work = await MessageRetrier.run(message, context: context, subject: subject) { () async throws -> Bool in
+            guard let stored = try await context.jobs.storedJob(id: shard.jobID) else { throw UnknownJob(jobID: shard.jobID) }
+            let job: Job
             do {
-                guard let stored = try await context.jobs.storedJob(id: shard.jobID) else {
-                    return await PipelineDeadLetters.send(message, reason: "shard of unknown job \(shard.jobID)", context: context)
-                }
-                let job: Job
-                do {
-                    job = try Job(json: try JSONValue.parse(stored.body))
-                } catch {
-                    return await PipelineDeadLetters.send(message, reason: "the stored job \(shard.jobID) no longer validates: \(error)", context: context)
-                }
-                if job.kind == .liveActivity {
-                    return try await liveActivities.run(job, stored: stored)
-                }
-                return await runner.run(job: job, shard: shard).commitsMessage
+                job = try Job(json: try JSONValue.parse(stored.body))
             } catch {
-                if context.stop.isSet { return false }
-                context.metrics.postgresError()
-                context.log.error("cannot read the shard's job; retrying", ["job_id": .string(shard.jobID), "error": .string("\(error)")])
-                try? await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(30))
+                throw ValidationError(at: .root, "the stored job \(shard.jobID) no longer validates: \(error)")
             }
+            if job.kind == .liveActivity {
+                return try await liveActivities.run(job, stored: stored)
+            }
+            return try await runner.run(job: job, shard: shard).committingMessage()
+        }
+        switch work {
+        case .done(let commits):
+            return commits
+        case .stopped:
+            return false
+        case .gaveUp(let failure, let cause, let attempts):
+            let reason = "shard \(shard.jobID)/\(shard.shardNo): \(failure.detail)"
+            return await PipelineDeadLetters.send(message, cause: cause, reason: reason, attempts: attempts, context: context)
         }
     }
+}
+
+/// A shard message whose job has no row in `jobs` (removed by retention or by hand).
+struct UnknownJob: PermanentMessageError {
+    let jobID: String
+    var cause: DeadLetter.Cause { .unknownJob }
+    var description: String { "unknown job \(jobID): no row in jobs" }
 }
 
 /// One consumer and how its messages are run: `ordered` lanes run messages with the same key one
@@ -313,6 +321,7 @@ final class Lane: Sendable {
     let concurrency: Int
     let ordered: Bool
     let log: WorkerLog
+    let inHand = InHandMessages()
 
     init(name: String, groupID: String, topics: [String], concurrency: Int, ordered: Bool,
          configuration: KafkaConfiguration, log: WorkerLog) throws(KafkaError) {
@@ -331,9 +340,17 @@ final class Lane: Sendable {
     func run(stop: StopSignal, busy: BusyCount, handler: @escaping @Sendable (KafkaMessage) async -> Bool) async {
         let consumer = self.consumer
         let ordered = self.ordered
+        let inHand = self.inHand
+        // Noted on arrival, before a message waits behind another of its key, so a wedged key
+        // shows in `herald_oldest_unprocessed_seconds` before lag alerts fire.
+        let arriving = consumer.messages.map { message in
+            inHand.arrived(message)
+            return message
+        }
         do {
-            try await KeyOrderedRunner.run(consumer.messages, maximumConcurrency: concurrency,
+            try await KeyOrderedRunner.run(arriving, maximumConcurrency: concurrency,
                                            key: { message in ordered ? message.key.map { $0 } : nil }) { message in
+                defer { inHand.finished(message) }
                 // After a stop request nothing new starts; the message is read again later.
                 if stop.isSet { return }
                 busy.adjust(1)
@@ -344,6 +361,33 @@ final class Lane: Sendable {
             log.error("consumer stopped on a fatal error", ["lane": .string(name), "error": .string("\(error)")])
             stop.set()
         }
+    }
+}
+
+/// The messages a lane has read and not finished, with when each arrived.
+final class InHandMessages: Sendable {
+    private struct Position: Hashable {
+        let topic: String
+        let partition: Int32
+        let offset: Int64
+    }
+
+    private let arrivals = Mutex<[Position: ContinuousClock.Instant]>([:])
+
+    func arrived(_ message: KafkaMessage) {
+        let position = Position(topic: message.topic, partition: message.partition, offset: message.offset)
+        arrivals.withLock { $0[position] = $0[position] ?? .now }
+    }
+
+    func finished(_ message: KafkaMessage) {
+        _ = arrivals.withLock { $0.removeValue(forKey: Position(topic: message.topic, partition: message.partition, offset: message.offset)) }
+    }
+
+    /// Seconds the oldest message in hand has waited; 0 when none.
+    func oldestSeconds(now: ContinuousClock.Instant = .now) -> Double {
+        guard let oldest = arrivals.withLock({ $0.values.min() }) else { return 0 }
+        let waited = now - oldest
+        return Double(waited.components.seconds) + Double(waited.components.attoseconds) / 1e18
     }
 }
 

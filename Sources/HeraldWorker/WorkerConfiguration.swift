@@ -133,6 +133,7 @@ public struct WorkerConfiguration: Sendable {
         shard.retry.backoff.quotaBaseSeconds = Double(try integer("HERALD_RETRY_QUOTA_SECONDS", 1...3600, default: 60))
         shard.drainDeadline = .seconds(try integer("HERALD_DRAIN_SECONDS", 0...600, default: 10))
         shard.retryHoldSeconds = Double(try integer("HERALD_RETRY_HOLD_SECONDS", 0...3600, default: 10))
+        shard.messageRetryBudget = .seconds(try integer("HERALD_MESSAGE_RETRY_SECONDS", 0...86_400, default: 600))
         invalidationWindow = try integer("HERALD_INVALIDATION_WINDOW", 1...100_000, default: 200)
         if let text = environment["HERALD_INVALIDATION_THRESHOLD"], !text.isEmpty {
             guard let value = Double(text), value > 0, value <= 1 else {

@@ -121,8 +121,15 @@ public final class WorkerMetrics: Sendable {
         public var shardsStarted = 0
         /// `herald_shards_finished_total`.
         public var shardsFinished = 0
-        /// `herald_dead_letters_total`.
-        public var deadLetters = 0
+        /// `herald_dead_letters_total` by lane and cause.
+        public var deadLetterCounts: [DeadLetterKey: Int] = [:]
+        /// Every dead letter, whatever its lane and cause.
+        public var deadLetters: Int { deadLetterCounts.values.reduce(0, +) }
+        /// `herald_oldest_unprocessed_seconds` by lane: how long the oldest message a lane has
+        /// read and not finished has waited (0 when it holds none).
+        public var oldestUnprocessed: [String: Double] = [:]
+        /// `herald_device_events_dropped_total` by reason (`unknown-job`).
+        public var deviceEventsDropped: [String: Int] = [:]
         /// `herald_device_events_total` by type (`received`, `confirmed`, `clicked`).
         public var deviceEvents: [String: Int] = [:]
         /// `herald_kafka_errors_total`.
@@ -218,8 +225,14 @@ public final class WorkerMetrics: Sendable {
     public func shardStarted() { state.withLock { $0.shardsStarted += 1 } }
     /// Counts a shard whose sending ended.
     public func shardFinished() { state.withLock { $0.shardsFinished += 1 } }
-    /// Counts a message sent to the dead-letter topic.
-    public func deadLettered() { state.withLock { $0.deadLetters += 1 } }
+    /// Counts a message of `lane` sent to the dead-letter topic with `cause`.
+    public func deadLettered(lane: String, cause: String) {
+        state.withLock { $0.deadLetterCounts[DeadLetterKey(lane: lane, cause: cause), default: 0] += 1 }
+    }
+    /// Sets how long the oldest message `lane` holds unfinished has waited.
+    public func setOldestUnprocessed(lane: String, seconds: Double) { state.withLock { $0.oldestUnprocessed[lane] = seconds } }
+    /// Counts a device event dropped without a receipt, by `reason`.
+    public func deviceEventDropped(reason: String) { state.withLock { $0.deviceEventsDropped[reason, default: 0] += 1 } }
 
     /// Counts a device event of `type` (`received` | `confirmed` | `clicked`).
     public func deviceEvent(type: String) {
@@ -275,11 +288,23 @@ public final class WorkerMetrics: Sendable {
             ("herald_jobs_finished_total", "Jobs whose processing ended.", s.jobsFinished),
             ("herald_shards_started_total", "Shards whose sending began.", s.shardsStarted),
             ("herald_shards_finished_total", "Shards whose sending ended.", s.shardsFinished),
-            ("herald_dead_letters_total", "Messages sent to the dead-letter topic.", s.deadLetters),
         ]
         for (name, help, value) in plainCounters {
             text.family(name, type: "counter", help: help)
             text.sample(name, [], value)
+        }
+
+        text.family("herald_dead_letters_total", type: "counter", help: "Messages sent to the dead-letter topic, by lane and cause.")
+        for (key, value) in s.deadLetterCounts.sorted(by: { ($0.key.lane, $0.key.cause) < ($1.key.lane, $1.key.cause) }) {
+            text.sample("herald_dead_letters_total", [("lane", key.lane), ("cause", key.cause)], value)
+        }
+        text.family("herald_oldest_unprocessed_seconds", type: "gauge", help: "Seconds the oldest message a lane has read and not finished has waited; 0 when none.")
+        for (lane, seconds) in s.oldestUnprocessed.sorted(by: { $0.key < $1.key }) {
+            text.sample("herald_oldest_unprocessed_seconds", [("lane", lane)], PrometheusText.number(seconds))
+        }
+        text.family("herald_device_events_dropped_total", type: "counter", help: "Device events dropped without a receipt, by reason (unknown-job: the job no longer exists).")
+        for (reason, value) in s.deviceEventsDropped.sorted(by: { $0.key < $1.key }) {
+            text.sample("herald_device_events_dropped_total", [("reason", reason)], value)
         }
 
         text.family("herald_device_events_total", type: "counter", help: "Device events (received, confirmed, clicked) by type.")
@@ -370,4 +395,12 @@ struct PrometheusText {
         }
         return String(escaped)
     }
+}
+
+/// A `herald_dead_letters_total` series.
+public struct DeadLetterKey: Sendable, Hashable {
+    /// `jobs`, `urgent`, `shards`, `device-events`.
+    public var lane: String
+    /// A ``DeadLetter/Cause`` raw value.
+    public var cause: String
 }
