@@ -60,7 +60,9 @@ public final class Worker: Sendable {
                 throw WorkerStartError(message: "HERALD_TLS_CA_FILE: \(caFile) is not a usable CA bundle: \(error)", exitStatus: 78)
             }
         }
-        var poolConfiguration = PostgresPoolConfiguration(url: configuration.databaseURL, size: configuration.databasePoolSize)
+        var poolConfiguration = PostgresPoolConfiguration(url: configuration.databaseURL, size: configuration.databasePoolSize,
+                                                          acquireTimeout: configuration.databaseAcquireTimeout,
+                                                          statementTimeout: configuration.databaseStatementTimeout)
         poolConfiguration.applicationName = "herald-\(configuration.workerID)"
         let pool = PostgresPool(poolConfiguration)
         do {

@@ -21,6 +21,10 @@ public struct WorkerConfiguration: Sendable {
     public var topics = Topics()
     /// `HERALD_DATABASE_POOL_SIZE`, default 8.
     public var databasePoolSize: Int = 8
+    /// `HERALD_DATABASE_STATEMENT_TIMEOUT_MS`, default 30 s; zero disables it.
+    public var databaseStatementTimeout: Duration = .seconds(30)
+    /// `HERALD_DATABASE_ACQUIRE_TIMEOUT_MS`, default 10 s.
+    public var databaseAcquireTimeout: Duration = .seconds(10)
     /// `HERALD_SHARD_SIZE`: devices per shard, default 50,000.
     public var shardSize: Int = 50_000
     /// `HERALD_CREDENTIALS_KEY`: 32 bytes, base64 (checked by the credential store).
@@ -95,6 +99,8 @@ public struct WorkerConfiguration: Sendable {
         kafkaBrokers = try required("HERALD_KAFKA_BROKERS")
         if let group = environment["HERALD_KAFKA_GROUP"], !group.isEmpty { kafkaGroup = group }
         databasePoolSize = try integer("HERALD_DATABASE_POOL_SIZE", 1...256, default: 8)
+        databaseStatementTimeout = .milliseconds(try integer("HERALD_DATABASE_STATEMENT_TIMEOUT_MS", 0...86_400_000, default: 30_000))
+        databaseAcquireTimeout = .milliseconds(try integer("HERALD_DATABASE_ACQUIRE_TIMEOUT_MS", 1...3_600_000, default: 10_000))
         shardSize = try integer("HERALD_SHARD_SIZE", 100...10_000_000, default: 50_000)
         credentialsKey = environment["HERALD_CREDENTIALS_KEY"]
         topics = try Topics(environment: environment)

@@ -70,6 +70,9 @@ import Testing
         #expect(configuration.invalidationThreshold == 0.2)
         #expect(configuration.logLevel == .info)
         #expect(configuration.retentionDays == 30)
+        #expect(configuration.databaseStatementTimeout == .seconds(30))
+        #expect(configuration.databaseAcquireTimeout == .seconds(10))
+        #expect(configuration.shard.messageRetryBudget == .seconds(600))
     }
 
     @Test func pipelineVariablesAreRead() throws {
@@ -88,8 +91,15 @@ import Testing
             "HERALD_INVALIDATION_THRESHOLD": "0.35",
             "HERALD_LOG_LEVEL": "WARN",
             "HERALD_RETENTION_DAYS": "0",
+            "HERALD_DATABASE_STATEMENT_TIMEOUT_MS": "1500",
+            "HERALD_DATABASE_ACQUIRE_TIMEOUT_MS": "250",
+            "HERALD_MESSAGE_RETRY_SECONDS": "90",
         ])
         #expect(configuration.workerID == "worker-7")
+        // The worker's pool used to be built with the defaults whatever these said.
+        #expect(configuration.databaseStatementTimeout == .milliseconds(1500))
+        #expect(configuration.databaseAcquireTimeout == .milliseconds(250))
+        #expect(configuration.shard.messageRetryBudget == .seconds(90))
         #expect(configuration.httpPort == 0, "0 turns the HTTP endpoints off")
         #expect(configuration.endpoints.apns == ProviderEndpoints.Endpoint(host: "apns-sim", port: 8443))
         #expect(configuration.endpoints.fcm == ProviderEndpoints.Endpoint(host: "fcm-sim", port: 9443))
