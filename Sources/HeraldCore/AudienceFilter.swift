@@ -44,12 +44,43 @@ public indirect enum AudienceFilter: Sendable, Equatable {
     public static let maxListValues = 10_000
     /// The longest accepted tag value.
     public static let maxTagValueLength = 1024
+    /// The most nodes in one filter tree (every `and`, `or`, `not` and predicate counts one).
+    public static let maxNodes = 256
+    /// The most costly predicates in one filter tree: `near` (a great-circle distance per
+    /// device) and tag `gt`/`lt` (a numeric test and cast per device).
+    public static let maxCostlyPredicates = 32
 
     static let nodeKeys = ["and", "or", "not", "tag", "language", "platform", "external_id", "near", "last_session", "session_count"]
 
     /// Reads a filter tree.
     public init(json: JSONValue, at path: JSONPath) throws(ValidationError) {
         self = try AudienceFilter.parse(json, at: path, depth: 1)
+        let (nodes, costly) = cost
+        if nodes > AudienceFilter.maxNodes {
+            throw ValidationError(at: path, "filter has \(nodes) nodes, more than the limit of \(AudienceFilter.maxNodes)")
+        }
+        if costly > AudienceFilter.maxCostlyPredicates {
+            throw ValidationError(at: path, "filter has \(costly) near, gt and lt predicates, more than the limit of \(AudienceFilter.maxCostlyPredicates)")
+        }
+    }
+
+    /// How many nodes the tree has, and how many of them are costly predicates.
+    public var cost: (nodes: Int, costly: Int) {
+        switch self {
+        case .and(let children), .or(let children):
+            children.reduce((1, 0)) { total, child in
+                let cost = child.cost
+                return (total.0 + cost.nodes, total.1 + cost.costly)
+            }
+        case .not(let child):
+            (1 + child.cost.nodes, child.cost.costly)
+        case .near:
+            (1, 1)
+        case .tag(_, let op, _):
+            (1, op == .gt || op == .lt ? 1 : 0)
+        default:
+            (1, 0)
+        }
     }
 
     private static func parse(_ json: JSONValue, at path: JSONPath, depth: Int) throws(ValidationError) -> AudienceFilter {

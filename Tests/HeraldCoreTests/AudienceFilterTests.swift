@@ -17,6 +17,27 @@ import HeraldCore
         }
     }
 
+    private func orOf(_ leaves: [String]) -> String { #"{"or":["# + leaves.joined(separator: ",") + "]}" }
+
+    @Test func aFilterHasAtMost256Nodes() throws {
+        let tag = #"{"tag":"plan","op":"eq","value":"gold"}"#
+        // An or of three ors of 84 leaves: 1 + 3 × 85 = 256 nodes, accepted; one more leaf is not.
+        let fits = orOf([orOf(Array(repeating: tag, count: 84)), orOf(Array(repeating: tag, count: 84)), orOf(Array(repeating: tag, count: 84))])
+        #expect(try parse(fits).cost == (nodes: 256, costly: 0))
+        let over = orOf([orOf(Array(repeating: tag, count: 84)), orOf(Array(repeating: tag, count: 84)), orOf(Array(repeating: tag, count: 85))])
+        #expect(failure(over) == "filter: filter has 257 nodes, more than the limit of 256")
+    }
+
+    @Test func aFilterHasAtMost32CostlyPredicates() throws {
+        let near = #"{"not":{"near":{"lat":1,"long":2,"radius_m":100}}}"#
+        let greater = #"{"tag":"visits","op":"gt","value":"3"}"#
+        #expect(try parse(orOf(Array(repeating: near, count: 16) + Array(repeating: greater, count: 16))).cost == (nodes: 49, costly: 32))
+        #expect(failure(orOf(Array(repeating: near, count: 17) + Array(repeating: greater, count: 16)))
+                == "filter: filter has 33 near, gt and lt predicates, more than the limit of 32")
+        // eq, contains and the rest are cheap (indexed or a lookup): not counted.
+        #expect(try parse(orOf(Array(repeating: #"{"tag":"t","op":"contains","value":"x"}"#, count: 90))).cost.costly == 0)
+    }
+
     @Test func readsEveryPredicate() throws {
         let filter = try parse("""
         {"and":[{"tag":"plan","op":"eq","value":"gold"},{"tag":"visits","op":"gt","value":"3"},{"tag":"beta","op":"exists"},

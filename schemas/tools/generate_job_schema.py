@@ -59,6 +59,10 @@ CHECKED_BEYOND = [
     "exactly representable, i.e. at most 2^53 in magnitude; plain digits are exact up to 2^63 - 1",
     "a job with 10,000 explicit ids cannot fit in 256 KiB if they are UUIDs (about 6,700 fit); "
     "the size limit wins",
+    "an audience filter has at most 256 nodes (every `and`, `or`, `not` and predicate counts one) "
+    "and at most 32 costly predicates (`near`, and `tag` with `gt` or `lt`), which JSON Schema "
+    "cannot count (AudienceFilter.maxNodes, maxCostlyPredicates)",
+    "no string and no member name holds U+0000 (PostgreSQL's jsonb cannot store it)",
 ]
 
 
@@ -640,6 +644,11 @@ def build():
                                              "`$defs/live_activity`); ignored for other kinds."},
             "voip": {"description": "Required for kind `voip` (see `$defs/voip`); ignored for "
                                     "other kinds."},
+            "parent_id": described(
+                "Set by Herald only, on a sub-job it derived from a scheduled job (send_after, "
+                "local_time, respect_quiet_hours, best_hour; docs/SCHEDULING.md): the job the user "
+                "sent. Receipts and device payloads carry this id; producers never set it.",
+                ref("job_id")),
             "delivery": ref("delivery"),
         },
         "allOf": [
