@@ -55,7 +55,8 @@ public struct JobPlanner: Sendable {
     /// The job id (its parent's, for a sub-job) and app id of a job document that did not
     /// validate, when both members are there and valid themselves.
     static func identity(of bytes: [UInt8]) -> (jobID: String, appID: String)? {
-        guard bytes.count <= Job.maxBytes, let document = try? JSONValue.parse(bytes, limits: .init(maxBytes: Job.maxBytes)),
+        // Any size a Kafka message may have: a job refused for its size still names itself.
+        guard let document = try? JSONValue.parse(bytes, limits: .init(maxBytes: max(bytes.count, 1))),
               let id = document["parent_id"]?.stringValue ?? document["id"]?.stringValue,
               let app = document["app_id"]?.stringValue,
               Identifiers.jobID.accepts(id), Identifiers.appID.accepts(app) else { return nil }

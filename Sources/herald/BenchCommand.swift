@@ -5,6 +5,7 @@ enum BenchCommand {
            herald bench kafka …      produce and consume through HeraldKafka (compare with kcat)
            herald bench audience …   stream an app's audience from PostgreSQL (compare with psql COPY)
            herald bench pipeline …   one campaign through the whole pipeline on this machine (JSON)
+           herald bench poison …     poison messages on every lane, each ahead of a good one (JSON; scripts/chaos poison)
     """
 
     static func run(_ arguments: [String]) async -> Int32 {
@@ -15,6 +16,8 @@ enum BenchCommand {
             return await BenchKafkaCommand.run(Array(arguments.dropFirst()))
         case "pipeline":
             return await BenchPipelineCommand.run(Array(arguments.dropFirst()))
+        case "poison":
+            return await BenchPoisonCommand.run(Array(arguments.dropFirst()))
         case "audience":
             return await BenchAudienceCommand.run(Array(arguments.dropFirst()))
         default:

@@ -118,6 +118,8 @@ final class DevEnvironment: @unchecked Sendable {
     private var workerBase: [String: String]?
 
     let topics = WorkerConfiguration.Topics()
+    /// The `herald` binary the workers run: this one unless set (a bench comparing builds).
+    var workerExecutable: String?
 
     func say(_ line: String) {
         print(line)
@@ -274,7 +276,7 @@ final class DevEnvironment: @unchecked Sendable {
     }
 
     private func spawnWorker(directory: URL) throws -> (DevChild, URL, Int) {
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        let executable = workerExecutable.map { URL(fileURLWithPath: $0) } ?? URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         return try workerLock.withLock {
             let index = workerList.count + 1
             let log = directory.appendingPathComponent("worker-\(index).log")
