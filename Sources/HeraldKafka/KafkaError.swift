@@ -4,7 +4,7 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         enum Base: String, Sendable {
             case configuration, clientCreation, produce, delivery, subscribe, consume, commit, offsetStore, cluster, closed, timeout
-            case messageTooLarge, invalidMessage, rebalance, unsupported
+            case messageTooLarge, invalidMessage, rebalance, unsupported, fatal
         }
         let base: Base
 
@@ -38,6 +38,9 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
         public static let rebalance = Code(base: .rebalance)
         /// The cluster does not implement the request (the mock cluster and CreateTopics).
         public static let unsupported = Code(base: .unsupported)
+        /// librdkafka raised a fatal error (an idempotent producer's guarantee broken, a
+        /// consumer fenced): the client can do nothing more and must be replaced.
+        public static let fatal = Code(base: .fatal)
 
         public var description: String { base.rawValue }
     }

@@ -55,6 +55,23 @@ public final class KafkaProducer: Sendable {
         poller.start()
     }
 
+    /// librdkafka's fatal error, once one was raised (with idempotence on: a gap or a fencing
+    /// the producer cannot repair): from then on it sends nothing, so the process must stop
+    /// with an error and be restarted. Nil while all is well.
+    public var fatalError: KafkaError? {
+        var text = [CChar](repeating: 0, count: 512)
+        let code = rd_kafka_fatal_error(handle.pointer, &text, text.count)
+        guard code != RD_KAFKA_RESP_ERR_NO_ERROR else { return nil }
+        return KafkaError(.fatal, "\(rdkafkaErrorText(code)): \(String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))",
+                          rdkafkaCode: code.rawValue)
+    }
+
+    /// Raises a fatal error in librdkafka as a broker would (`rd_kafka_test_fatal_error`), so
+    /// tests can see what a worker does then.
+    public func raiseFatalErrorForTesting(_ reason: String) {
+        _ = rd_kafka_test_fatal_error(handle.pointer, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason)
+    }
+
     /// Sends one message and returns when the broker has acknowledged it.
     /// Throws `.messageTooLarge` or `.invalidMessage` without sending anything, `.produce` when
     /// librdkafka cannot queue it (retryable when its queue is full), `.delivery` when the broker

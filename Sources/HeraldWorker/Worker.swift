@@ -30,6 +30,8 @@ public final class Worker: Sendable {
     let stop = StopSignal()
     let metrics: WorkerMetrics
     private let busy = BusyCount()
+    /// The first fatal error of a lane or of the producer, which ends the worker non-zero.
+    let fatal = FirstFatalError()
 
     /// A worker for `configuration` (not started).
     public init(configuration: WorkerConfiguration) {
@@ -211,10 +213,24 @@ public final class Worker: Sendable {
         let busy = self.busy
         let log = self.log
         let metrics = self.metrics
+        let fatal = self.fatal
         await withTaskGroup(of: Void.self) { tasks in
+            // A producer that failed fatally sends nothing more: stop, and exit non-zero so the
+            // orchestrator restarts the process with a new one.
+            tasks.addTask {
+                while !stop.isSet {
+                    if let error = producer.fatalError {
+                        log.error("the Kafka producer failed fatally; stopping", ["error": .string(error.description)])
+                        fatal.record("producer: \(error)")
+                        stop.set()
+                        break
+                    }
+                    await stop.sleep(for: .seconds(1))
+                }
+            }
             for lane in lanes {
                 tasks.addTask {
-                    await lane.run(stop: stop, busy: busy) { message in
+                    await lane.run(stop: stop, busy: busy, fatal: fatal) { message in
                         if message.topic == topics.shards || message.topic == topics.shardsUrgent {
                             return await Self.handleShard(message, context: context, runner: runner, liveActivities: planner.liveActivities)
                         }
@@ -247,7 +263,16 @@ public final class Worker: Sendable {
         directory.shutdown()
         loops.shutdown()
         await pool.close()
-        log.info("worker stopped", ["producer_flushed": .bool(flushed)])
+        let status = Self.exitStatus(flushed: flushed, fatal: fatal.first)
+        log.info("worker stopped", ["producer_flushed": .bool(flushed), "exit_status": .int(Int(status)),
+                                    "fatal": fatal.first.map(JSONValue.string) ?? .null])
+        return status
+    }
+
+    /// 0 after a clean stop; 70 (EX_SOFTWARE) after a fatal error of a lane or the producer;
+    /// 1 when receipts could not be flushed to the broker.
+    static func exitStatus(flushed: Bool, fatal: String?) -> Int32 {
+        if fatal != nil { return 70 }
         return flushed ? 0 : 1
     }
 
@@ -339,7 +364,7 @@ final class Lane: Sendable {
         self.log = log
     }
 
-    func run(stop: StopSignal, busy: BusyCount, handler: @escaping @Sendable (KafkaMessage) async -> Bool) async {
+    func run(stop: StopSignal, busy: BusyCount, fatal: FirstFatalError, handler: @escaping @Sendable (KafkaMessage) async -> Bool) async {
         let consumer = self.consumer
         let ordered = self.ordered
         let inHand = self.inHand
@@ -361,6 +386,7 @@ final class Lane: Sendable {
             }
         } catch {
             log.error("consumer stopped on a fatal error", ["lane": .string(name), "error": .string("\(error)")])
+            fatal.record("lane \(name): \(error)")
             stop.set()
         }
     }
@@ -391,6 +417,13 @@ final class InHandMessages: Sendable {
         let waited = now - oldest
         return Double(waited.components.seconds) + Double(waited.components.attoseconds) / 1e18
     }
+}
+
+/// The first fatal error the worker met (later ones are logged, not kept).
+final class FirstFatalError: Sendable {
+    private let error = Mutex<String?>(nil)
+    func record(_ description: String) { error.withLock { $0 = $0 ?? description } }
+    var first: String? { error.withLock { $0 } }
 }
 
 /// Messages being handled right now, across the lanes (the stopper waits for zero).

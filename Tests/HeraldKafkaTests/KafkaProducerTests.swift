@@ -59,6 +59,19 @@ extension KafkaMockClusterIntegration {
             await consumer.close()
         }
 
+        @Test func aFatalErrorIsReportedAndNothingIsSentAfterIt() async throws {
+            let cluster = try EmbeddedKafkaCluster(brokers: 1)
+            let topic = TestEnvironment.uniqueName("fatal")
+            try cluster.createTopic(topic, partitions: 1)
+            let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers))
+            _ = try await producer.send(topic: topic, key: "k", value: "before")
+            #expect(producer.fatalError == nil)
+            producer.raiseFatalErrorForTesting("sequence gap")
+            let error = try #require(producer.fatalError)
+            #expect(error.code == .fatal && error.message.contains("sequence gap"), "\(error)")
+            await #expect(throws: KafkaError.self) { try await producer.send(topic: topic, key: "k", value: "after") }
+        }
+
         @Test func tombstonesEmptyValuesOversizedMessagesAndBadHeaders() async throws {
             let cluster = try EmbeddedKafkaCluster(brokers: 1)
             let topic = TestEnvironment.uniqueName("edge")
