@@ -1,10 +1,22 @@
 import Foundation
+import HeraldWorker
 
 // The `herald` command line. Each command lives in its own file; this one only dispatches.
 // Exit codes follow sysexits(3): 64 usage, 65 bad input data, 66 no input, 69 a service unavailable, 70 internal, 78 configuration.
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 let status: Int32
+
+// Secrets given as files (HERALD_*_FILE) become the variables every command reads.
+do {
+    let secrets = try SecretFiles.resolve(ProcessInfo.processInfo.environment) { path in
+        FileManager.default.contents(atPath: path).map { Array($0) }
+    }
+    for (name, value) in secrets { setenv(name, value, 1) }
+} catch {
+    FileHandle.standardError.write(Data("herald: \(error)\n".utf8))
+    exit(78)
+}
 
 switch arguments.first {
 case "--version", "version":
