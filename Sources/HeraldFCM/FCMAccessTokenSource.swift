@@ -100,21 +100,38 @@ public actor FCMAccessTokenSource {
             // FCM sends for it would stop the job until someone resumes it.
             return .failure(FCMError(.transport, "token request to \(account.tokenURI) failed: \(error)", isRetryable: error.code != .shutdown))
         }
+        return FCMAccessTokenSource.token(from: response, issuedAt: issuedAt, clientEmail: account.clientEmail)
+    }
+
+    /// The shortest and longest token lifetimes believed from a token endpoint: a token said to
+    /// live longer is refreshed after a day anyway, one said to live less (or a negative or
+    /// absurd `expires_in`) after a minute, so no answer can make a worker trap on overflow or
+    /// ask for a token on every send.
+    public static let lifetimeBounds: ClosedRange<Int64> = 60...86_400
+
+    /// Reads a token endpoint's answer (pure, fuzzed as `fcm-token-response`): the access
+    /// token and its expiry, with `expires_in` clamped to ``lifetimeBounds``; 5xx, 429 and
+    /// `internal_failure` are the endpoint's trouble (retryable), other refusals a credential
+    /// fault of `clientEmail`'s account.
+    public static func token(from response: HTTP2Response, issuedAt: Timestamp, clientEmail: String) -> Result<AccessToken, FCMError> {
         let json = try? JSONValue.parse(response.body, limits: .init(maxBytes: 64 * 1024, maxDepth: 8))
         guard response.status == 200 else {
-            let error = json?["error"]?.stringValue ?? "HTTP \(response.status)"
+            let error = json?["error"]?.stringValue.map { String($0.prefix(100)) } ?? "HTTP \(response.status)"
             let description = json?["error_description"]?.stringValue.map { ": \($0.prefix(200))" } ?? ""
             // 4xx: the assertion or the account is wrong; 5xx and 429: the endpoint is struggling.
             if response.status >= 500 || response.status == 429 || error == "internal_failure" {
                 return .failure(FCMError(.tokenEndpoint, "token endpoint answered \(response.status) \(error)\(description)"))
             }
-            return .failure(FCMError(.credentials, "token endpoint refused the service account \(account.clientEmail): \(error)\(description)"))
+            return .failure(FCMError(.credentials, "token endpoint refused the service account \(clientEmail): \(error)\(description)"))
         }
         guard let value = json?["access_token"]?.stringValue, !value.isEmpty,
-              case .number(let expiresIn)? = json?["expires_in"], let seconds = expiresIn.int64, seconds >= 0 else {
+              case .number(let expiresIn)? = json?["expires_in"] else {
             return .failure(FCMError(.tokenEndpoint, "token endpoint answered 200 without access_token and expires_in"))
         }
-        return .success(AccessToken(value: value, expiresAt: Timestamp(seconds: issuedAt.seconds + seconds)))
+        // Clamped as a double first: 1e300 or -5 must not reach an integer conversion.
+        let lifetime = Int64(min(max(expiresIn.double, Double(lifetimeBounds.lowerBound)), Double(lifetimeBounds.upperBound)))
+        let (expiry, overflow) = issuedAt.seconds.addingReportingOverflow(lifetime)
+        return .success(AccessToken(value: value, expiresAt: Timestamp(seconds: overflow ? Int64.max : expiry)))
     }
 
     /// The signed RS256 assertion for a token request made at `issuedAt` (RFC 7523):

@@ -19,6 +19,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     case apnsResponse = "apns-response"
     case fcmResponse = "fcm-response"
     case fcmServiceAccount = "fcm-service-account"
+    case fcmTokenResponse = "fcm-token-response"
     case privateKey = "private-key"
 
     func run(_ bytes: [UInt8]) {
@@ -45,6 +46,15 @@ enum FuzzTarget: String, CaseIterable, Sendable {
             _ = FCMErrorStatus(body: response.body, httpStatus: response.status).summary
         case .fcmServiceAccount:
             _ = try? FCMServiceAccount(json: bytes)
+        case .fcmTokenResponse:
+            // A clock near the end of time as well: no `expires_in` may make the expiry overflow.
+            let response = FuzzTarget.response(bytes)
+            for seconds in [Int64(1_800_000_000), Int64.max - 1, Int64.min + 1] {
+                if case .success(let token) = FCMAccessTokenSource.token(from: response, issuedAt: Timestamp(seconds: seconds), clientEmail: "fuzz@example"),
+                   token.expiresAt.seconds < seconds {
+                    fatalError("a token expiring before it was issued: \(token.expiresAt.seconds) < \(seconds)")
+                }
+            }
         case .privateKey:
             let pem = String(decoding: bytes, as: UTF8.self)
             if let key = try? PrivateKey(pem: pem) {

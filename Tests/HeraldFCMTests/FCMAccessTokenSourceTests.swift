@@ -153,4 +153,32 @@ import Testing
         #expect(FCMAccessTokenSource.path(of: "https://example.com") == "/")
         #expect(FCMAccessTokenSource.formEncode("urn:ietf:params:oauth:grant-type:jwt-bearer") == "urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer")
     }
+
+    @Test func anAbsurdExpiresInIsClampedNotTrapped() throws {
+        let issued = Timestamp(seconds: 1_800_000_000)
+        func expiry(_ expiresIn: String, at issuedAt: Timestamp = Timestamp(seconds: 1_800_000_000)) throws -> Int64 {
+            let body = Array(#"{"access_token":"ya29.x","expires_in":\#(expiresIn),"token_type":"Bearer"}"#.utf8)
+            return try FCMAccessTokenSource.token(from: HTTP2Response(status: 200, body: body), issuedAt: issuedAt, clientEmail: "a@b").get().expiresAt.seconds
+        }
+        #expect(try expiry("3599") == issued.seconds + 3599)
+        // 9223372036854775807 seconds used to overflow `issuedAt + expires_in` and trap every worker loading the app.
+        #expect(try expiry("9223372036854775807") == issued.seconds + 86_400)
+        #expect(try expiry("1e300") == issued.seconds + 86_400)
+        #expect(try expiry("-5") == issued.seconds + 60)
+        #expect(try expiry("0.5") == issued.seconds + 60)
+        #expect(try expiry("86400", at: Timestamp(seconds: Int64.max - 10)) == Int64.max)
+    }
+
+    @Test func aTokenEndpointsRefusalsAreSortedIntoTroubleAndCredentials() {
+        func code(_ status: Int, _ body: String) -> FCMError.Code? {
+            guard case .failure(let error) = FCMAccessTokenSource.token(from: HTTP2Response(status: status, body: Array(body.utf8)),
+                                                                        issuedAt: Timestamp(seconds: 0), clientEmail: "a@b") else { return nil }
+            return error.code
+        }
+        #expect(code(503, "") == .tokenEndpoint)
+        #expect(code(429, #"{"error":"rate_limited"}"#) == .tokenEndpoint)
+        #expect(code(400, #"{"error":"invalid_grant","error_description":"Invalid JWT Signature."}"#) == .credentials)
+        #expect(code(200, #"{"access_token":""}"#) == .tokenEndpoint)
+        #expect(code(200, "not json") == .tokenEndpoint)
+    }
 }
