@@ -19,6 +19,10 @@ public struct PostgresPoolConfiguration: Sendable {
     /// connection is lost or the server refuses connections (a restart, a failover), before the
     /// error reaches the caller. Default 15 s: half a shard lease.
     public var reconnectWindow: Duration = .seconds(15)
+    /// `idle_in_transaction_session_timeout` on every connection (default 60 s): a transaction
+    /// left open (a bug, a stalled worker) is ended by the server instead of holding its locks
+    /// and its connection for good. Herald's own transactions never wait on anything but SQL.
+    public var idleInTransactionTimeout: Duration = .seconds(60)
 
     /// A configuration with the documented defaults.
     public init(url: String, size: Int = 8, acquireTimeout: Duration = .seconds(10),
@@ -314,8 +318,10 @@ public final class PostgresPool: Sendable {
                 let connection = try await PostgresConnection.connect(configuration.url, applicationName: configuration.applicationName)
                 // Timestamps are read back as ISO text in UTC (SQLValue.timestamp), whatever the
                 // server's defaults.
-                try await connection.query("SELECT set_config('statement_timeout', $1, false), set_config('TimeZone', 'UTC', false), set_config('DateStyle', 'ISO', false)",
-                                           [String(configuration.statementTimeout.milliseconds)])
+                try await connection.query("""
+                    SELECT set_config('statement_timeout', $1, false), set_config('idle_in_transaction_session_timeout', $2, false),
+                           set_config('TimeZone', 'UTC', false), set_config('DateStyle', 'ISO', false)
+                    """, [String(configuration.statementTimeout.milliseconds), String(configuration.idleInTransactionTimeout.milliseconds)])
                 continuation.resume(returning: .success(connection))
             } catch {
                 continuation.resume(returning: .failure(error))

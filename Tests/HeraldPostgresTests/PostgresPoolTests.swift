@@ -59,6 +59,24 @@ import Testing
 struct PostgresPoolTests {
     private var serverURL: String { get throws { try TestEnvironment.require(TestEnvironment.databaseVariable) } }
 
+    @Test func connectionsDetectAHalfOpenPeerAndEndIdleTransactions() async throws {
+        let pool = PostgresPool(PostgresPoolConfiguration(url: try serverURL, size: 1))
+        let connection = try await pool.acquire()
+        let options = await connection.options()
+        // About 10 + 3 × 5 s of keepalives, and 30 s for unacknowledged data, not 15 minutes.
+        #expect(options["keepalives"] == "1" && options["keepalives_idle"] == "10" && options["keepalives_interval"] == "5"
+                && options["keepalives_count"] == "3" && options["tcp_user_timeout"] == "30000", "\(options)")
+        #expect(try await connection.query("SHOW idle_in_transaction_session_timeout").rows == [["1min"]])
+        pool.release(connection)
+        await pool.close()
+        // The URL's own values win.
+        let separator = try serverURL.contains("?") ? "&" : "?"
+        let tuned = try await PostgresConnection.connect(try serverURL + separator + "keepalives_idle=60&tcp_user_timeout=5000")
+        let tunedOptions = await tuned.options()
+        #expect(tunedOptions["keepalives_idle"] == "60" && tunedOptions["tcp_user_timeout"] == "5000" && tunedOptions["keepalives_count"] == "3")
+        await tuned.close()
+    }
+
     @Test func waitsForAFreeConnectionAndTimesOut() async throws {
         let pool = PostgresPool(PostgresPoolConfiguration(url: try serverURL, size: 2, acquireTimeout: .milliseconds(300)))
         let first = try await pool.acquire()
