@@ -3,13 +3,14 @@ public import HeraldKafka
 public import HeraldPostgres
 import Synchronization
 
-/// The scheduler of DESIGN §1, run by every worker: claims due rows of `scheduled_jobs` with
-/// `FOR UPDATE SKIP LOCKED`, produces each to `herald.jobs` (or `herald.jobs.urgent` for the
-/// urgent lane; a shard waiting for its retries to `herald.shards` or `herald.shards.urgent`),
-/// and deletes it in the same transaction once the broker acknowledged it. A crash before the
-/// commit leaves the row (its lock goes with the connection) for the next round: a release may
-/// then be produced twice, which the `jobs` row of the sub-job (the shard's lease and state)
-/// makes harmless; a row is never lost and never handed to two schedulers at once.
+/// The scheduler of DESIGN §1, run by every worker: claims due rows of `scheduled_jobs` for a
+/// while (`ScheduleRepository.releaseDue`), produces each to `herald.jobs` (or
+/// `herald.jobs.urgent` for the urgent lane; a shard waiting for its retries to `herald.shards`
+/// or `herald.shards.urgent`) with no transaction open, and deletes it once the broker
+/// acknowledged it. A crash before the delete leaves the row claimed until the claim expires,
+/// then another scheduler produces it: a release may be produced twice, which the `jobs` row of
+/// the sub-job (the shard's lease and state) makes harmless; a row is never lost and never
+/// handed to two schedulers at once while a claim holds.
 ///
 /// Also writes this worker's heartbeat, from which ``liveWorkers`` (the workers sharing the
 /// provider rate ceilings) is read.

@@ -76,8 +76,8 @@ struct ScheduleRepositoryTests {
     }
 
     /// A shard handing its wait over again while a scheduler is producing the row of the same
-    /// key (locked, about to be deleted) waits for that scheduler and then stores its own row:
-    /// the wait is not swallowed. The same key otherwise stays one row.
+    /// key (claimed, about to be deleted) clears the claim, so the row is kept with its new body
+    /// and produced again: the wait is not swallowed. The same key otherwise stays one row.
     @Test func aRetryWaitMeetingTheRowBeingReleasedIsStoredAfterIt() async throws {
         let (database, pool) = try await TestDatabase.migrated(poolSize: 4)
         _ = try await JobRepository(pool: pool).insert(id: "job-r", appID: "app", kind: "notification", body: "{}", createdAt: .now)
@@ -92,11 +92,39 @@ struct ScheduleRepositoryTests {
         var again: Task<Timestamp, any Error>?
         try await schedule.releaseDue { releases in
             again = Task { try await wait(#"{"n": 2}"#) }
-            try? await Task.sleep(for: .milliseconds(500))  // the insert now waits on this row's lock
+            _ = try? await again?.value  // stored while this round still holds its claim
             return releases.map(\.id)
         }
         #expect(try await again?.value == due)
         #expect(try await pool.query("SELECT body::text FROM scheduled_jobs").rows == [[#"{"n": 2}"#]])
+        await database.tearDown(pool)
+    }
+
+    /// The broker may take minutes: no transaction (and no row lock) is held meanwhile, other
+    /// schedulers skip the claimed rows, and a claim that expired (its scheduler died) is taken.
+    @Test func releasesAreProducedWithNoTransactionOpenAndAnExpiredClaimIsTakenOver() async throws {
+        let (database, pool) = try await TestDatabase.migrated(poolSize: 4)
+        _ = try await JobRepository(pool: pool).insert(id: "job-c", appID: "app", kind: "notification", body: "{}", createdAt: .now)
+        let schedule = ScheduleRepository(pool: pool)
+        _ = try await schedule.schedule(jobID: "job-c", appID: "app", dueAt: Timestamp.now.adding(seconds: -5), lane: "campaign", body: "{}", reason: "send-after")
+        var openTransactions: [[String?]] = []
+        var secondRound = -1
+        try await schedule.releaseDue { releases in
+            openTransactions = (try? await pool.query(
+                "SELECT state FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'").rows) ?? [["query failed"]]
+            secondRound = (try? await schedule.releaseDue { inner in inner.map(\.id) }) ?? -2
+            return []  // not acknowledged: given back
+        }
+        #expect(openTransactions.isEmpty, "a transaction stayed open while producing: \(openTransactions)")
+        #expect(secondRound == 0, "a claimed row is not handed to another scheduler")
+        // A scheduler that died holding a claim: once it expires, the row is produced again.
+        try await schedule.releaseDue(claimFor: .milliseconds(1)) { _ in
+            try? await Task.sleep(for: .milliseconds(50))
+            return []
+        }
+        try await pool.query("UPDATE scheduled_jobs SET claim = 'dead-scheduler', claimed_until = now() - interval '1 second'")
+        #expect(try await schedule.releaseDue { $0.map(\.id) } == 1)
+        #expect(try await pool.query("SELECT count(*) FROM scheduled_jobs").rows == [["0"]])
         await database.tearDown(pool)
     }
 
