@@ -30,6 +30,11 @@ public final class EventLoop: @unchecked Sendable {
     private var endOfIteration: [() -> Void] = []
 
     /// Creates and starts a loop on a new thread.
+    /// Iterations of the loop so far: it goes round at least once a second even when idle, so a
+    /// count that stops moving means a task or handler is blocking the loop (a liveness heartbeat).
+    public var iterationCount: UInt64 { iterations.load(ordering: .relaxed) }
+    private let iterations = Atomic<UInt64>(0)
+
     public init(name: String = "herald-event-loop") throws(HTTP2Error) {
         self.name = name
         // A peer that closes its socket must cost an EPIPE, not the process: OpenSSL writes with
@@ -139,6 +144,7 @@ public final class EventLoop: @unchecked Sendable {
         threadID.store(UInt(bitPattern: Int(bitPattern: UInt(pthread_self()))), ordering: .releasing)
         var events = [epoll_event](repeating: epoll_event(), count: 256)
         while !stopFlag.load(ordering: .acquiring) {
+            iterations.add(1, ordering: .relaxed)
             runTasks()
             let now = MonotonicClock.now
             // Tasks run outside the heap's mutation: a timer may schedule another.

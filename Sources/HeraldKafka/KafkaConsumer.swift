@@ -178,6 +178,10 @@ public final class KafkaConsumer: Sendable {
     /// The partitions held now.
     public var assignment: Set<KafkaTopicPartition> { runtime.assignment }
 
+    /// Turns of the poll thread so far (it goes round about every 50 ms, idle or not): a count
+    /// that stops moving means the thread is stuck in librdkafka (a liveness heartbeat).
+    public var pollIterations: UInt64 { runtime.pollIterations.load(ordering: .relaxed) }
+
     /// The group's committed offsets for `partitions` as the broker reports them (partitions
     /// without a commit are left out). The wait runs on a thread of its own.
     public func committedOffsets(for partitions: [KafkaTopicPartition], timeoutMilliseconds: Int32 = 5_000) async throws(KafkaError) -> [KafkaTopicPartition: Int64] {
@@ -228,6 +232,9 @@ final class RebalanceContext: @unchecked Sendable {
 /// (thread-safe), and the state under one mutex.
 final class ConsumerRuntime: Sendable {
     enum CloseMode: Sendable { case commit, abandon }
+
+    /// Turns of the poll thread (about every 50 ms, idle or not): a liveness heartbeat.
+    let pollIterations = Atomic<UInt64>(0)
 
     typealias Waiter = CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>
 
@@ -494,6 +501,7 @@ final class ConsumerRuntime: Sendable {
         var batch: [KafkaMessage] = []
         batch.reserveCapacity(256)
         while true {
+            pollIterations.add(1, ordering: .relaxed)
             if let mode = state.withLock({ $0.closeMode }) {
                 shutDown(mode)
                 return

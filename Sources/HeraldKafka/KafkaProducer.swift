@@ -15,6 +15,9 @@ public final class KafkaProducer: Sendable {
     private let enqueueQueue = DispatchQueue(label: "herald.kafka.producer.enqueue")
     /// Topics whose metadata a batch already fetched (see `prepareTopics`).
     private let knownTopics = Mutex<Set<String>>([])
+    /// Turns of the poll thread so far (about every 100 ms, idle or not): a liveness heartbeat.
+    public var pollIterations: UInt64 { pollCounter.count }
+    private let pollCounter = PollCounter()
     /// `message.max.bytes` as configured (key, value and headers together), to refuse oversized
     /// messages before librdkafka does.
     public let maximumMessageBytes: Int
@@ -46,8 +49,10 @@ public final class KafkaProducer: Sendable {
         let stopped = StopFlag()
         self.stopped = stopped
         let client = handle
+        let iterations = self.pollCounter
         let poller = Thread {
             while !stopped.isSet {
+                iterations.tick()
                 rd_kafka_poll(client.pointer, 100)
             }
         }
@@ -319,4 +324,11 @@ final class StopFlag: Sendable {
     private let flag = Atomic<Bool>(false)
     var isSet: Bool { flag.load(ordering: .acquiring) }
     func set() { flag.store(true, ordering: .releasing) }
+}
+
+/// Turns of a poll thread, read from other threads.
+final class PollCounter: Sendable {
+    private let turns = Atomic<UInt64>(0)
+    func tick() { turns.add(1, ordering: .relaxed) }
+    var count: UInt64 { turns.load(ordering: .relaxed) }
 }

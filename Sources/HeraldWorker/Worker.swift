@@ -168,22 +168,35 @@ public final class Worker: Sendable {
                 gaugeMetrics.setOpenConnections(provider: provider.rawValue, open)
             }
         }
+        // Liveness: heartbeats of every part that must keep turning, sampled every second
+        // and by each /healthz (docs/operations.md, "Health and metrics").
+        let heartbeats = HeartbeatBoard()
+        let stallAfter = configuration.stallAfter
+        let sampleHeartbeats: @Sendable () -> [String] = {
+            let now = ContinuousClock.now
+            return heartbeats.update { monitor in
+                for (index, loop) in loops.loops.enumerated() { monitor.observe("event-loop-\(index)", count: loop.iterationCount, at: now) }
+                for lane in lanes { monitor.observe("consumer-\(lane.name)", count: lane.consumer.pollIterations, at: now) }
+                monitor.observe("producer", count: producer.pollIterations, at: now)
+                return monitor.stalled(at: now, after: stallAfter)
+            }
+        }
+        let database = DatabaseProbe(url: configuration.databaseURL)
         var health: HealthServer?
         if configuration.httpPort != 0 {
             let metrics = self.metrics
             let stop = self.stop
-            let server = HealthServer(port: configuration.httpPort) { path in
+            let server = HealthServer(host: configuration.httpHost, port: configuration.httpPort) { path in
                 switch path {
                 case "/healthz":
-                    return HealthServer.Response(status: 200, body: "ok\n")
+                    let stalled = sampleHeartbeats()
+                    if stalled.isEmpty { return HealthServer.Response(status: 200, body: "ok\n") }
+                    return HealthServer.Response(status: 503, body: "stalled: \(stalled.joined(separator: " "))\n")
                 case "/readyz":
-                    if stop.isSet { return HealthServer.Response(status: 503, body: "stopping\n") }
-                    do {
-                        _ = try await pool.query("SELECT 1")
-                    } catch {
-                        return HealthServer.Response(status: 503, body: "PostgreSQL unreachable: \(error)\n")
-                    }
-                    return HealthServer.Response(status: 200, body: "ready\n")
+                    let joined = lanes.filter { $0.consumer.statistics.assignments > 0 }.count
+                    let answer = Readiness.answer(stopping: stop.isSet, lanesJoined: joined, lanes: lanes.count,
+                                                  databaseAnswers: stop.isSet || joined < lanes.count ? true : await database.answers())
+                    return HealthServer.Response(status: answer.status, body: answer.body)
                 case "/metrics":
                     await refreshGauges()
                     return HealthServer.Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.prometheusText())
@@ -239,6 +252,18 @@ public final class Worker: Sendable {
                     }
                 }
             }
+            tasks.addTask {
+                var reported: [String] = []
+                while !stop.isSet {
+                    let stalled = sampleHeartbeats()
+                    if stalled != reported && !stalled.isEmpty {
+                        log.error("heartbeats stalled; /healthz fails", ["stalled": .array(stalled.map(JSONValue.string)),
+                                                                          "stall_seconds": .int(Int(stallAfter.components.seconds))])
+                    }
+                    reported = stalled
+                    await stop.sleep(for: .seconds(1))
+                }
+            }
             tasks.addTask { await scheduler.run(stop: stop) }
             let sweeper = RetentionSweeper(pool: pool, retentionDays: configuration.retentionDays, log: log)
             tasks.addTask { await sweeper.run(stop: stop) }
@@ -259,6 +284,7 @@ public final class Worker: Sendable {
         }
         withExtendedLifetime(signals) {}
         health?.stop()
+        await database.close()
         let flushed = await producer.flush(timeoutMilliseconds: 10_000)
         directory.shutdown()
         loops.shutdown()
@@ -417,6 +443,12 @@ final class InHandMessages: Sendable {
         let waited = now - oldest
         return Double(waited.components.seconds) + Double(waited.components.attoseconds) / 1e18
     }
+}
+
+/// The heartbeat monitor shared by the watchdog and `/healthz`.
+final class HeartbeatBoard: Sendable {
+    private let monitor = Mutex(HeartbeatMonitor())
+    func update<T>(_ body: (inout HeartbeatMonitor) -> T) -> T { monitor.withLock { body(&$0) } }
 }
 
 /// The first fatal error the worker met (later ones are logged, not kept).

@@ -35,6 +35,11 @@ public struct WorkerConfiguration: Sendable {
     public var workerID: String
     /// `HERALD_HTTP_PORT`: port of `/healthz`, `/readyz`, `/metrics`; default 9090, 0 = none.
     public var httpPort: Int = 9090
+    /// `HERALD_HTTP_HOST`: the address the health and metrics server binds, default `0.0.0.0`.
+    public var httpHost: String = "0.0.0.0"
+    /// `HERALD_STALL_SECONDS` (default 30): a heartbeat (an event loop, a consumer or the
+    /// producer poll thread) unmoved this long fails `/healthz`.
+    public var stallAfter: Duration = .seconds(30)
     /// `HERALD_APNS_ENDPOINT`, `HERALD_FCM_ENDPOINT` (`https://host:port`), `HERALD_TLS_CA_FILE`.
     public var endpoints = ProviderEndpoints()
     /// `HERALD_SHARD_CONCURRENCY`: shards one worker runs at once, default 4.
@@ -117,6 +122,13 @@ public struct WorkerConfiguration: Sendable {
             workerID = id
         }
         httpPort = try integer("HERALD_HTTP_PORT", 0...65535, default: 9090)
+        if let host = environment["HERALD_HTTP_HOST"], !host.isEmpty {
+            guard host.utf8.count <= 255, host.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                throw Invalid(variable: "HERALD_HTTP_HOST", reason: "must be an address or host name to bind, such as 0.0.0.0, 127.0.0.1 or ::")
+            }
+            httpHost = host
+        }
+        stallAfter = .seconds(try integer("HERALD_STALL_SECONDS", 2...3600, default: 30))
         func endpoint(_ name: String) throws(Invalid) -> ProviderEndpoints.Endpoint? {
             guard let text = environment[name], !text.isEmpty else { return nil }
             guard let endpoint = ProviderEndpoints.Endpoint(url: text) else {
