@@ -13,6 +13,8 @@ public struct ProviderEndpoints: Sendable, Equatable {
     public var apns: Endpoint?
     /// The FCM API host; nil: fcm.googleapis.com:443.
     public var fcm: Endpoint?
+    /// The hosts a service account's `token_uri` may name (`HERALD_FCM_TOKEN_HOSTS`).
+    public var fcmTokenHosts = FCMTokenHosts()
     /// An extra CA bundle to trust (the simulators'); nil: the system's.
     public var caFile: String?
     /// Connections per provider host and app.
@@ -107,6 +109,10 @@ public final class AppDelivery: Sendable {
         let fcm: Result<FCMClient, ProviderProblem>? = settings.fcm.map { credentials in
             do {
                 let account = try FCMServiceAccount(json: Array(credentials.serviceAccountJSON.utf8))
+                // An app whose token_uri is outside the list halts its FCM sends at the first one.
+                if let refusal = endpoints.fcmTokenHosts.refusal(of: account) {
+                    return .failure(ProviderProblem(reason: "the FCM service account cannot be used: \(refusal)"))
+                }
                 let tls = try TLSContext(client: endpoints.caFile)
                 let loop = loops.next()
                 let api = endpoints.fcm ?? ProviderEndpoints.Endpoint(host: "fcm.googleapis.com", port: 443)
@@ -165,6 +171,13 @@ public final class AppDelivery: Sendable {
         if case .success(let client) = apns { open[.apns] = await client.openConnections() }
         for client in http { open[.fcm, default: 0] += await client.statistics().openConnections }
         return open
+    }
+
+    /// Why the app's FCM credentials cannot be used (its first FCM send halts the app on FCM), or
+    /// nil when they can or there are none.
+    var fcmProblem: String? {
+        if case .failure(let problem)? = fcm { return problem.reason }
+        return nil
     }
 
     /// Whether the credentials are the same as `other`'s (the clients can be kept).

@@ -1,5 +1,6 @@
 import Glibc
 public import HeraldKafka
+import HeraldFCM
 
 /// A worker's configuration, read from `HERALD_*` environment variables in this one place and
 /// checked at start-up, with errors that name the variable (DESIGN §6).
@@ -138,6 +139,11 @@ public struct WorkerConfiguration: Sendable {
         }
         endpoints.apns = try endpoint("HERALD_APNS_ENDPOINT")
         endpoints.fcm = try endpoint("HERALD_FCM_ENDPOINT")
+        do {
+            endpoints.fcmTokenHosts = try FCMTokenHosts(variable: environment["HERALD_FCM_TOKEN_HOSTS"])
+        } catch {
+            throw Invalid(variable: "HERALD_FCM_TOKEN_HOSTS", reason: error.reason)
+        }
         if let file = environment["HERALD_TLS_CA_FILE"], !file.isEmpty {
             guard access(file, R_OK) == 0 else { throw Invalid(variable: "HERALD_TLS_CA_FILE", reason: "cannot read \(file)") }
             endpoints.caFile = file

@@ -336,6 +336,15 @@ struct AppChange {
         guard let key = try? PrivateKey(pem: account.privateKeyPEM), case .rsa = key.algorithm else {
             throw Refusal(status: 65, message: "--fcm-service-account: \(path): private_key is not an RSA private key")
         }
+        let hosts: FCMTokenHosts
+        do {
+            hosts = try FCMTokenHosts(variable: ProcessInfo.processInfo.environment["HERALD_FCM_TOKEN_HOSTS"])
+        } catch {
+            throw Refusal(status: 78, message: error.reason)
+        }
+        if let refusal = hosts.refusal(of: account) {
+            throw Refusal(status: 65, message: "--fcm-service-account: \(path): \(refusal)")
+        }
         return (account, text)
     }
 }

@@ -187,6 +187,8 @@ final class DevEnvironment: @unchecked Sendable {
             "HERALD_CREDENTIALS_KEY": credentialsKey,
             "HERALD_APNS_ENDPOINT": "https://127.0.0.1:\(simulator.apnsPort)",
             "HERALD_FCM_ENDPOINT": "https://127.0.0.1:\(simulator.fcmPort)",
+            // The simulator's service account names its own token endpoint.
+            "HERALD_FCM_TOKEN_HOSTS": "127.0.0.1",
             "HERALD_TLS_CA_FILE": directory.appendingPathComponent("sim/ca.pem").path,
             // The mock cluster holds a rebalance for session.timeout.ms: keep it short here.
             "HERALD_KAFKA_PROPERTY_SESSION_TIMEOUT_MS": "6000",

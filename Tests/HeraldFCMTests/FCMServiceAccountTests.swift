@@ -28,6 +28,10 @@ import Testing
         (["client_email": nil], "client_email is missing"),
         (["private_key": "not a key \(FCMServiceAccountTests.secret)"], "private_key must be a PEM PKCS#8 key"),
         (["token_uri": "http://evil.example.com/token"], "token_uri must be an https URL"),
+        // The loopback exceptions are gone: the simulator's token_uri is https, and allowed by HERALD_FCM_TOKEN_HOSTS.
+        (["token_uri": "http://127.0.0.1:8443/token"], "token_uri must be an https URL"),
+        (["token_uri": "http://localhost/token"], "token_uri must be an https URL"),
+        (["token_uri": "https:///token"], "token_uri must be an https URL"),
     ] as [([String: String?], String)])
     func refusesWithoutEchoingTheKey(changes: [String: String?], expected: String) {
         do {
@@ -41,5 +45,24 @@ import Testing
 
     @Test func refusesNonJSON() {
         #expect(throws: FCMServiceAccount.Invalid.self) { try FCMServiceAccount(json: Array("{\"type\":".utf8)) }
+    }
+
+    @Test func theTokenHostMustBeOnTheListMatchedExactlyAnyPort() throws {
+        func account(_ uri: String) throws -> FCMServiceAccount { try FCMServiceAccount(json: Self.file(["token_uri": uri])) }
+        let google = FCMTokenHosts()
+        #expect(google.refusal(of: try account("https://oauth2.googleapis.com/token")) == nil)
+        #expect(google.refusal(of: try account("https://OAuth2.googleapis.com:443/token")) == nil, "host names are case-insensitive; any port")
+        for hostile in ["https://oauth2.googleapis.com.evil.example/token", "https://evil.example/oauth2.googleapis.com",
+                        "https://169.254.169.254/latest/meta-data", "https://127.0.0.1:8443/token", "https://[::1]:8443/token"] {
+            #expect(google.refusal(of: try account(hostile))?.contains("is not allowed") == true, "\(hostile)")
+        }
+        #expect(throws: FCMServiceAccount.Invalid.self, "userinfo is no way around it") { try account("https://x@oauth2.googleapis.com/token") }
+        let simulator = try FCMTokenHosts(variable: " 127.0.0.1, ::1 ,oauth-proxy.internal")
+        #expect(simulator.refusal(of: try account("https://127.0.0.1:8443/token")) == nil)
+        #expect(simulator.refusal(of: try account("https://[::1]:8443/token")) == nil)
+        #expect(simulator.refusal(of: try account("https://oauth-proxy.internal/token")) == nil)
+        #expect(simulator.refusal(of: try account("https://oauth2.googleapis.com/token")) == nil, "Google's host stays allowed")
+        #expect(throws: FCMServiceAccount.Invalid.self) { try FCMTokenHosts(variable: "https://proxy.internal") }
+        #expect(throws: FCMServiceAccount.Invalid.self) { try FCMTokenHosts(variable: "proxy.internal:8443") }
     }
 }

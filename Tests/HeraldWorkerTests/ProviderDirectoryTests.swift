@@ -1,4 +1,7 @@
-import HeraldWorker
+import HeraldFCM
+import HeraldHTTP2
+import HeraldPostgres
+@testable import HeraldWorker
 import Testing
 
 @Suite struct ProviderDirectoryTests {
@@ -47,5 +50,22 @@ import Testing
 
     @Test func endpointDescriptionIsAURL() {
         #expect(Endpoint(host: "apns-sim", port: 8443).description == "https://apns-sim:8443")
+    }
+
+    @Test func aTokenURIOutsideTheAllowedHostsMakesTheAppsFCMCredentialsUnusable() throws {
+        let loops = try EventLoopGroup(count: 1)
+        defer { loops.shutdown() }
+        func problem(tokenURI: String, allowed: [String]) -> String? {
+            // The key is not a usable RSA key: only the host check decides before the key is read.
+            let account = #"{"type":"service_account","project_id":"demo","client_email":"a@demo.iam","token_uri":"\#(tokenURI)","private_key":"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"}"#
+            let settings = AppSettings(id: "app", name: "App", fcm: FCMCredentials(projectID: "demo", serviceAccountJSON: account))
+            var endpoints = ProviderEndpoints()
+            endpoints.fcmTokenHosts = FCMTokenHosts(adding: allowed)
+            return AppDelivery.build(settings: settings, endpoints: endpoints, loops: loops).fcmProblem
+        }
+        let metadata = problem(tokenURI: "https://169.254.169.254/token", allowed: [])
+        #expect(metadata?.contains("token_uri host 169.254.169.254 is not allowed") == true, "\(metadata ?? "nil")")
+        let listed = problem(tokenURI: "https://127.0.0.1:8443/token", allowed: ["127.0.0.1"])
+        #expect(listed?.contains("not allowed") == false && listed?.contains("RSA") == true, "past the host check, to the key: \(listed ?? "nil")")
     }
 }

@@ -159,6 +159,20 @@ struct AppsCommandTests {
         await fixture.drop()
     }
 
+    @Test func aServiceAccountWhoseTokenHostIsNotAllowedIsRefused() async throws {
+        let fixture = try await fixture()
+        let google = try String(contentsOfFile: fixture.serviceAccountPath, encoding: .utf8)
+        let proxyAccount = try fixture.write("proxyAccount.json", google.replacingOccurrences(of: "https://oauth2.googleapis.com/token",
+                                                                                    with: "https://10.0.0.7:8443/token"))
+        let refused = try await apps(["add", "--id", "sneaky", "--name", "Sneaky", "--fcm-service-account", proxyAccount], fixture)
+        #expect(refused.status == 65, "\(refused.stderr)")
+        #expect(refused.stderr.contains("token_uri host 10.0.0.7 is not allowed") && refused.stderr.contains("HERALD_FCM_TOKEN_HOSTS"), "\(refused.stderr)")
+        let listed = try await apps(["add", "--id", "proxied", "--name", "Proxied", "--fcm-service-account", proxyAccount], fixture,
+                                    extra: ["HERALD_FCM_TOKEN_HOSTS": "10.0.0.7"])
+        #expect(listed.status == 0, "\(listed.stderr)")
+        await fixture.drop()
+    }
+
     @Test func rekeyReSealsEverythingOrNothing() async throws {
         let fixture = try await fixture()
         try await addDemo(fixture)

@@ -123,6 +123,7 @@ final class LiveActivityFixture {
             var environment = baseEnvironment
             environment["HERALD_APNS_ENDPOINT"] = "https://127.0.0.1:\(apnsPort)"
             environment["HERALD_FCM_ENDPOINT"] = "https://127.0.0.1:\(fcmPort)"
+            environment["HERALD_FCM_TOKEN_HOSTS"] = "127.0.0.1"
             environment["HERALD_TLS_CA_FILE"] = simDirectory.appendingPathComponent("ca.pem").path
             let port = try TestPorts.free()
             environment["HERALD_HTTP_PORT"] = String(port)

@@ -190,6 +190,7 @@ final class PipelineFixture {
             var environment = baseEnvironment
             environment["HERALD_APNS_ENDPOINT"] = "https://127.0.0.1:\(simulator.apnsPort)"
             environment["HERALD_FCM_ENDPOINT"] = "https://127.0.0.1:\(simulator.fcmPort)"
+            environment["HERALD_FCM_TOKEN_HOSTS"] = "127.0.0.1"
             environment["HERALD_TLS_CA_FILE"] = simulator.stateDirectory.appendingPathComponent("ca.pem").path
             environment["HERALD_HTTP_PORT"] = String(try TestPorts.free())
             environment["HERALD_WORKER_ID"] = "w\(index)-\(name)"

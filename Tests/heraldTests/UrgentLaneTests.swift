@@ -185,6 +185,7 @@ final class HeraldRunWorld: @unchecked Sendable {
             var environment = self.environment
             environment["HERALD_APNS_ENDPOINT"] = "https://127.0.0.1:\(apnsPort)"
             environment["HERALD_FCM_ENDPOINT"] = "https://127.0.0.1:\(fcmPort)"
+            environment["HERALD_FCM_TOKEN_HOSTS"] = "127.0.0.1"
             environment["HERALD_TLS_CA_FILE"] = directory.appendingPathComponent("sim/ca.pem").path
             environment["HERALD_HTTP_PORT"] = String(try TestPorts.free())
             environment["HERALD_WORKER_ID"] = "w\(index)-\(name)"
