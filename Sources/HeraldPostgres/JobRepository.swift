@@ -244,8 +244,16 @@ public struct JobRepository: Sendable {
             SET state = 'finished', finished_at = now(), lease_holder = NULL, lease_expires_at = NULL,
                 sent = $4::bigint, accepted = $5::bigint, unregistered = $6::bigint, failed = $7::bigint, dropped = $8::bigint
             WHERE job_id = $1 AND shard_no = $2::integer AND lease_holder = $3 AND state = 'running'
+              AND NOT EXISTS (SELECT 1 FROM shard_retries r WHERE r.job_id = $1 AND r.shard_no = $2::integer)
             """, [lease.jobID, String(lease.shardNo), lease.holder] + counts.parameters, idempotent: false)
         guard updated.affected == 1 else {
+            // A shard with parked retries left is not finished, whatever its run believes: the
+            // run fails and is tried again, and the retry loads them.
+            let left = try await pool.query("SELECT count(*) FROM shard_retries WHERE job_id = $1 AND shard_no = $2::integer",
+                                            [lease.jobID, String(lease.shardNo)]).rows.first?.first.flatMap { $0 }.flatMap { Int($0) } ?? 0
+            if left > 0 {
+                throw PostgresError(.invalidState, "shard \(lease.jobID)/\(lease.shardNo) cannot finish: \(left) parked retries are left")
+            }
             throw PostgresError(.leaseLost, "shard \(lease.jobID)/\(lease.shardNo) is no longer held by \(lease.holder)")
         }
     }
@@ -297,21 +305,30 @@ extension JobRepository {
         return updated.affected == 1
     }
 
-    /// Every parked retry of the shard, due or not (read when a shard is resumed).
-    public func parkedRetries(_ lease: ShardLease, limit: Int = 200_000) async throws(PostgresError) -> [ParkedRetry] {
-        let rows = try await pool.query("""
-            SELECT subscription_id, attempts, next_attempt_at, last_reason, first_attempt_at FROM shard_retries
-            WHERE job_id = $1 AND shard_no = $2::integer ORDER BY subscription_id LIMIT $3::bigint
-            """, [lease.jobID, String(lease.shardNo), String(limit)])
-        return rows.rows.compactMap { row in
-            guard let id = row[0], let attempts = row[1].flatMap({ Int($0) }), let next = row[2].flatMap(SQLValue.timestamp) else { return nil }
-            return ParkedRetry(subscriptionID: id, attempts: attempts, nextAttemptAt: next, lastReason: row[3],
-                               firstAttemptAt: row[4].flatMap(SQLValue.timestamp))
+    /// Every parked retry of the shard, due or not (read when a shard is resumed), in keyset
+    /// pages of `pageSize`: all of them, however many (a cut-off list would leave the rest
+    /// behind the cursor, never sent again). `HERALD_SHARD_SIZE` bounds how many there can be.
+    public func parkedRetries(_ lease: ShardLease, pageSize: Int = 10_000) async throws(PostgresError) -> [ParkedRetry] {
+        var parked: [ParkedRetry] = []
+        var after = Shard.minimumID
+        var first = true
+        while true {
+            let rows = try await pool.query("""
+                SELECT subscription_id, attempts, next_attempt_at, last_reason, first_attempt_at FROM shard_retries
+                WHERE job_id = $1 AND shard_no = $2::integer AND ($5::boolean OR subscription_id > $3::uuid)
+                ORDER BY subscription_id LIMIT $4::bigint
+                """, [lease.jobID, String(lease.shardNo), after, String(pageSize), first ? "true" : "false"])
+            first = false
+            for row in rows.rows {
+                guard let id = row[0], let attempts = row[1].flatMap({ Int($0) }), let next = row[2].flatMap(SQLValue.timestamp) else { continue }
+                parked.append(ParkedRetry(subscriptionID: id, attempts: attempts, nextAttemptAt: next, lastReason: row[3],
+                                          firstAttemptAt: row[4].flatMap(SQLValue.timestamp)))
+            }
+            guard rows.rows.count == pageSize, let last = rows.rows.last?.first ?? nil else { return parked }
+            after = last
         }
     }
 
-    /// The job's shards that no worker has started (planned, but their messages may not have
-    /// reached Kafka before a crash), to produce again when the job message is redelivered.
     public func pendingShards(jobID: String, appID: String) async throws(PostgresError) -> [Shard] {
         let rows = try await pool.query("""
             SELECT shard_no, shard_count, id_from, id_to, created_at FROM job_shards

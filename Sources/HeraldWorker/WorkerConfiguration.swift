@@ -107,7 +107,7 @@ public struct WorkerConfiguration: Sendable {
         databasePoolSize = try integer("HERALD_DATABASE_POOL_SIZE", 1...256, default: 8)
         databaseStatementTimeout = .milliseconds(try integer("HERALD_DATABASE_STATEMENT_TIMEOUT_MS", 0...86_400_000, default: 30_000))
         databaseAcquireTimeout = .milliseconds(try integer("HERALD_DATABASE_ACQUIRE_TIMEOUT_MS", 1...3_600_000, default: 10_000))
-        shardSize = try integer("HERALD_SHARD_SIZE", 100...10_000_000, default: 50_000)
+        shardSize = try integer("HERALD_SHARD_SIZE", 100...500_000, default: 50_000)
         credentialsKey = environment["HERALD_CREDENTIALS_KEY"]
         topics = try Topics(environment: environment)
         kafka = KafkaConfiguration(bootstrapServers: kafkaBrokers)

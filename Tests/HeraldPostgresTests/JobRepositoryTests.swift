@@ -248,7 +248,7 @@ struct JobRepositoryTests {
         #expect(parked.map(\.lastReason) == ["HTTP 429 QUOTA_EXCEEDED", nil, "HTTP 503"])
         #expect(parked.allSatisfy { $0.firstAttemptAt != nil })
         #expect(try await jobs.dueRetries(lease).map(\.subscriptionID) == [ids[1]], "parkedRetries includes the ones not due")
-        #expect(try await jobs.parkedRetries(lease, limit: 2).count == 2)
+        #expect(try await jobs.parkedRetries(lease, pageSize: 2).map(\.subscriptionID) == ids.sorted(), "paged, not cut off")
 
         // Parked again after another failure: the attempt count moves, the first attempt does not
         // (it bounds the retries' maximum age).
@@ -264,6 +264,31 @@ struct JobRepositoryTests {
         // Another shard's retries are its own.
         let other = try await claimed(jobs, "job-parked", 1, holder: "a")
         #expect(try await jobs.parkedRetries(other).isEmpty)
+        await database.tearDown(pool)
+    }
+
+    /// Above the old 200,000-row load limit: every parked retry is read back (the rest were left
+    /// behind the cursor, never sent again), and a shard with parked retries left cannot finish.
+    @Test(.timeLimit(.minutes(2))) func aQuarterMillionParkedRetriesAreAllLoadedAndHoldTheShardOpen() async throws {
+        let (database, pool) = try await TestDatabase.migrated()
+        let jobs = JobRepository(pool: pool)
+        _ = try await insertJob(jobs, "job-many")
+        let lease = try await claimed(jobs, "job-many", 0, holder: "a")
+        try await pool.query("""
+            INSERT INTO shard_retries (job_id, shard_no, subscription_id, next_attempt_at)
+            SELECT 'job-many', 0, ('00000000-0000-4000-8000-' || lpad(to_hex(n), 12, '0'))::uuid, now() + interval '1 hour'
+            FROM generate_series(1, 250000) AS n
+            """, idempotent: false)
+        let parked = try await jobs.parkedRetries(lease)
+        #expect(parked.count == 250_000)
+        #expect(Set(parked.map(\.subscriptionID)).count == 250_000)
+        await #expect {
+            try await jobs.finish(lease, counts: ShardCounts(sent: 250_000))
+        } throws: { error in
+            (error as? PostgresError).map { $0.code == .invalidState && $0.message.contains("250000 parked retries are left") } ?? false
+        }
+        try await pool.query("DELETE FROM shard_retries WHERE job_id = 'job-many'", idempotent: false)
+        try await jobs.finish(lease, counts: ShardCounts(sent: 250_000))
         await database.tearDown(pool)
     }
 
