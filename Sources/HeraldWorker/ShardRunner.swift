@@ -177,6 +177,14 @@ public struct ShardRunner: Sendable {
         }
     }
 
+    /// When a shard message that found its shard leased elsewhere is produced again: once the
+    /// lease can have lapsed (the next whole second after it), and never sooner than 5 s on.
+    static func requeueTime(leaseUntil: Timestamp?, now: Timestamp) -> Timestamp {
+        let floor = now.seconds + 5
+        guard let leaseUntil else { return Timestamp(seconds: floor) }
+        return Timestamp(seconds: max(floor, leaseUntil.seconds + 1))
+    }
+
     /// Marks the shard dead-lettered and completes the job when it was the last one open. Its
     /// own statements failed, not these (small writes by key), which are retried a few times;
     /// a shard left unmarked is redelivered, or found by `herald jobs` as still running.
@@ -214,7 +222,19 @@ public struct ShardRunner: Sendable {
                 return .alreadyDone
             case .heldElsewhere(let holder, let until):
                 // The holder is alive (its checkpoints renew the lease) or crashed (the lease
-                // lapses within 30 s): wait and claim again.
+                // lapses within 30 s). Rather than hold this slot until then, the message waits
+                // in scheduled_jobs, as a retry wait does, until the lease can lapse: at most
+                // once every 5 s, and while the holder lives about once a lease (30 s).
+                if let retryWaits, case .audience = source, dropping == nil, job.kind != .liveActivity {
+                    let due = Self.requeueTime(leaseUntil: until, now: .now)
+                    try await retryWaits.scheduleRetryWait(jobID: shard.jobID, reportedJobID: job.reported.id, appID: job.appID,
+                                                           shardNo: shard.shardNo, dueAt: due,
+                                                           lane: job.delivery.urgent ? "shards-urgent" : "shards", body: shard.json.serialized())
+                    context.log.info("shard held elsewhere; its message waits for the lease", [
+                        "job_id": .string(job.id), "shard": .int(shard.shardNo), "holder": .string(holder), "due": .string(due.rfc3339),
+                    ])
+                    return .waiting(until: due)
+                }
                 let wait = until.map { max(0.2, min(5, Double($0.unixMilliseconds - Timestamp.now.unixMilliseconds) / 1000 + 0.2)) } ?? 1
                 context.log.debug("shard held elsewhere; waiting", [
                     "job_id": .string(job.id), "shard": .int(shard.shardNo), "holder": .string(holder),
