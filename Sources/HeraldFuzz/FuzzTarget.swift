@@ -20,6 +20,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     case fcmResponse = "fcm-response"
     case fcmServiceAccount = "fcm-service-account"
     case fcmTokenResponse = "fcm-token-response"
+    case http2ClientFrames = "http2-client-frames"
     case privateKey = "private-key"
 
     func run(_ bytes: [UInt8]) {
@@ -55,6 +56,8 @@ enum FuzzTarget: String, CaseIterable, Sendable {
                     fatalError("a token expiring before it was issued: \(token.expiresAt.seconds) < \(seconds)")
                 }
             }
+        case .http2ClientFrames:
+            HTTP2ClientSessionFuzzer.receive(bytes)
         case .privateKey:
             let pem = String(decoding: bytes, as: UTF8.self)
             if let key = try? PrivateKey(pem: pem) {

@@ -12,6 +12,10 @@ final class PendingRequest {
     // The response as it arrives.
     var status = 0
     var rawHeaders: [UInt8] = []
+    /// Header bytes received so far, as SETTINGS_MAX_HEADER_LIST_SIZE counts them.
+    var headerBytes = 0
+    /// Set when the response broke a limit; the stream's close then fails the request with it.
+    var refusal: HTTP2Error?
     var body: [UInt8] = []
     var bodyOffset = 0
     var completed = false
@@ -65,33 +69,47 @@ final class HTTP2ClientConnection: HTTP2Transport {
     var hasCapacity: Bool { ready && !goingAway && state == .active && streams.count < remoteMaxStreams }
     var inFlight: Int { streams.count }
 
+    /// A response header: counted against ``HTTP2ClientLimits/maxResponseHeaderBytes`` and
+    /// kept on the stream's request. Shared with the frame fuzzer (`HTTP2ClientSessionFuzzer`).
+    static let onHeader: nghttp2_on_header_callback = { session, frame, name, nameLength, value, valueLength, _, _ in
+        // The hot path: no dictionary lookup, no strings; the stream carries its request.
+        guard let frame, let name, let value, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
+              let opaque = nghttp2_session_get_stream_user_data(session, frame.pointee.hd.stream_id) else { return 0 }
+        let request = Unmanaged<PendingRequest>.fromOpaque(opaque).takeUnretainedValue()
+        request.headerBytes += nameLength + valueLength + 32
+        if request.headerBytes > HTTP2ClientLimits.maxResponseHeaderBytes {
+            request.refusal = HTTP2Error(.headersTooLarge, "the response's headers passed \(HTTP2ClientLimits.maxResponseHeaderBytes) bytes")
+            // nghttp2 resets the stream (RST_STREAM INTERNAL_ERROR) and drops the rest of it.
+            return Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+        }
+        if nameLength == 7, name[0] == UInt8(ascii: ":"), name[1] == UInt8(ascii: "s") {
+            var status = 0
+            // A status is three digits; a longer value must not overflow the sum.
+            for offset in 0..<min(valueLength, 3) where value[offset] >= 0x30 && value[offset] <= 0x39 {
+                status = status * 10 + Int(value[offset] - 0x30)
+            }
+            request.status = status
+        } else {
+            HTTP2Response.append(UnsafeBufferPointer(start: name, count: nameLength), UnsafeBufferPointer(start: value, count: valueLength),
+                                 to: &request.rawHeaders)
+        }
+        return 0
+    }
+
+    /// A chunk of a response body, kept on the stream's request (at most 1 MiB).
+    static let onDataChunk: nghttp2_on_data_chunk_recv_callback = { session, _, streamID, data, length, _ in
+        guard let data, let opaque = nghttp2_session_get_stream_user_data(session, streamID) else { return 0 }
+        let request = Unmanaged<PendingRequest>.fromOpaque(opaque).takeUnretainedValue()
+        // Provider answers are small; a body past 1 MiB means a broken peer.
+        if request.body.count + length > 1 << 20 { return Int32(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue) }
+        request.body.append(contentsOf: UnsafeBufferPointer(start: data, count: length))
+        return 0
+    }
+
     override func makeSession() throws(HTTP2Error) {
         let callbacks = try NGHTTP2Callbacks { callbacks in
-            nghttp2_session_callbacks_set_on_header_callback(callbacks) { session, frame, name, nameLength, value, valueLength, _, _ in
-                // The hot path: no dictionary lookup, no strings; the stream carries its request.
-                guard let frame, let name, let value, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
-                      let opaque = nghttp2_session_get_stream_user_data(session, frame.pointee.hd.stream_id) else { return 0 }
-                let request = Unmanaged<PendingRequest>.fromOpaque(opaque).takeUnretainedValue()
-                if nameLength == 7, name[0] == UInt8(ascii: ":"), name[1] == UInt8(ascii: "s") {
-                    var status = 0
-                    for offset in 0..<valueLength where value[offset] >= 0x30 && value[offset] <= 0x39 {
-                        status = status * 10 + Int(value[offset] - 0x30)
-                    }
-                    request.status = status
-                } else {
-                    HTTP2Response.append(UnsafeBufferPointer(start: name, count: nameLength), UnsafeBufferPointer(start: value, count: valueLength),
-                                         to: &request.rawHeaders)
-                }
-                return 0
-            }
-            nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { session, _, streamID, data, length, _ in
-                guard let data, let opaque = nghttp2_session_get_stream_user_data(session, streamID) else { return 0 }
-                let request = Unmanaged<PendingRequest>.fromOpaque(opaque).takeUnretainedValue()
-                // Provider answers are small; a body past 1 MiB means a broken peer.
-                if request.body.count + length > 1 << 20 { return Int32(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue) }
-                request.body.append(contentsOf: UnsafeBufferPointer(start: data, count: length))
-                return 0
-            }
+            nghttp2_session_callbacks_set_on_header_callback(callbacks, HTTP2ClientConnection.onHeader)
+            nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, HTTP2ClientConnection.onDataChunk)
             nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, user in
                 guard let connection = HTTP2Transport.from(user, as: HTTP2ClientConnection.self) else { return 0 }
                 connection.streamClosed(streamID, errorCode: errorCode)
@@ -116,12 +134,15 @@ final class HTTP2ClientConnection: HTTP2Transport {
             }
         }
         var session: OpaquePointer?
-        guard nghttp2_session_client_new(&session, callbacks.pointer, opaque) == 0, let session else {
-            throw HTTP2Error(.protocolError, "nghttp2_session_client_new failed")
+        let option = try HTTP2ClientLimits.makeOption()
+        defer { nghttp2_option_del(option) }
+        guard nghttp2_session_client_new2(&session, callbacks.pointer, opaque, option) == 0, let session else {
+            throw HTTP2Error(.protocolError, "nghttp2_session_client_new2 failed")
         }
         self.session = session
         _ = HTTP2Settings.submit(session, [(HTTP2Settings.enablePush, 0), (HTTP2Settings.initialWindowSize, initialWindowSize),
-                                           (HTTP2Settings.maxConcurrentStreams, 1000)])
+                                           (HTTP2Settings.maxConcurrentStreams, 1000),
+                                           (HTTP2Settings.maxHeaderListSize, UInt32(HTTP2ClientLimits.maxResponseHeaderBytes))])
         _ = nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, Int32(clamping: Int(initialWindowSize) * 16))
     }
 
@@ -219,7 +240,9 @@ final class HTTP2ClientConnection: HTTP2Transport {
 
     private func streamClosed(_ streamID: Int32, errorCode: UInt32) {
         guard let request = streams.removeValue(forKey: streamID) else { return }
-        if errorCode == UInt32(NGHTTP2_NO_ERROR.rawValue) && request.status > 0 {
+        if let refusal = request.refusal {
+            request.finish(.failure(refusal))
+        } else if errorCode == UInt32(NGHTTP2_NO_ERROR.rawValue) && request.status > 0 {
             request.finish(.success(HTTP2Response(status: request.status, rawHeaders: request.rawHeaders, body: request.body)))
         } else if errorCode == UInt32(NGHTTP2_REFUSED_STREAM.rawValue) {
             // Never processed (RFC 9113 §8.7): safe to send again.

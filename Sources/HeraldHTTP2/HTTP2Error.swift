@@ -19,6 +19,9 @@ public struct HTTP2Error: Error, Sendable, CustomStringConvertible, Equatable {
         case connectionLost
         /// The client was shut down.
         case shutdown
+        /// The response's header block passed ``HTTP2ClientLimits/maxResponseHeaderBytes``: the
+        /// stream was reset. A transport fault of a misbehaving peer, retried like one.
+        case headersTooLarge
 
         public var description: String {
             switch self {
@@ -30,6 +33,7 @@ public struct HTTP2Error: Error, Sendable, CustomStringConvertible, Equatable {
             case .protocolError: "protocolError"
             case .connectionLost: "connectionLost"
             case .shutdown: "shutdown"
+            case .headersTooLarge: "headersTooLarge"
             }
         }
     }
@@ -41,7 +45,7 @@ public struct HTTP2Error: Error, Sendable, CustomStringConvertible, Equatable {
     /// Whether sending again (on another connection, after a backoff) may succeed.
     public var isRetryable: Bool {
         switch code {
-        case .connectFailed, .timeout, .connectionLost: true
+        case .connectFailed, .timeout, .connectionLost, .headersTooLarge: true
         case .goaway(let retryable): retryable
         case .streamReset(let code): code == 7 || code == 0 || code == 2 || code == 11  // REFUSED_STREAM, NO_ERROR, INTERNAL, ENHANCE_YOUR_CALM
         case .tlsHandshakeFailed, .protocolError, .shutdown: false

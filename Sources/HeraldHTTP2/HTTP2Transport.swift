@@ -283,6 +283,34 @@ final class NGHTTP2Callbacks {
     deinit { nghttp2_session_callbacks_del(pointer) }
 }
 
+/// What a client session accepts from a server, set explicitly rather than left to the
+/// nghttp2 build's defaults: a provider, a proxy or a man in the middle must not be able to
+/// make a worker buffer or process without bound (CONTINUATION and SETTINGS floods, CVE-2024-28182,
+/// a rapid-reset storm, an endless header block).
+public enum HTTP2ClientLimits {
+    /// CONTINUATION frames after one HEADERS frame.
+    public static let maxContinuations = 8
+    /// Entries in one SETTINGS frame.
+    public static let maxSettingsEntries = 32
+    /// RST_STREAM frames: a burst, then so many a second.
+    public static let streamResetBurst: UInt64 = 1000
+    public static let streamResetsPerSecond: UInt64 = 33
+    /// Bytes of one response's header block (names, values and 32 bytes each, as
+    /// SETTINGS_MAX_HEADER_LIST_SIZE counts them), also advertised in that setting. Provider
+    /// answers carry a few hundred.
+    public static let maxResponseHeaderBytes = 16 * 1024
+
+    /// An `nghttp2_option` with these limits; the caller deletes it after creating the session.
+    static func makeOption() throws(HTTP2Error) -> OpaquePointer {
+        var option: OpaquePointer?
+        guard nghttp2_option_new(&option) == 0, let option else { throw HTTP2Error(.protocolError, "nghttp2_option_new failed") }
+        nghttp2_option_set_max_continuations(option, maxContinuations)
+        nghttp2_option_set_max_settings(option, maxSettingsEntries)
+        nghttp2_option_set_stream_reset_rate_limit(option, streamResetBurst, streamResetsPerSecond)
+        return option
+    }
+}
+
 /// HTTP/2 SETTINGS helpers.
 enum HTTP2Settings {
     static func submit(_ session: OpaquePointer, _ settings: [(Int32, UInt32)]) -> Int32 {
@@ -293,4 +321,5 @@ enum HTTP2Settings {
     static let maxConcurrentStreams = Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue)
     static let initialWindowSize = Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue)
     static let enablePush = Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue)
+    static let maxHeaderListSize = Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue)
 }
