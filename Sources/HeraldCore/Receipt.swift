@@ -59,6 +59,7 @@ public struct Receipt: Sendable, Equatable {
         // halted
         case credentials
         case suspectedMisconfiguration = "suspected-misconfiguration"
+        case unreadableCredentials = "unreadable-credentials"
         // rejected (the dead letter's cause; retries-exhausted above serves both)
         case invalid
         case unknownApp = "unknown-app"

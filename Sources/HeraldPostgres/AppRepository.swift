@@ -2,45 +2,101 @@ internal import HeraldCrypto
 public import HeraldCore
 import Foundation
 
-/// `HERALD_CREDENTIALS_KEY`: the AES-256-GCM key provider credentials are stored under.
+/// The AES-256-GCM keys provider credentials are sealed under: `HERALD_CREDENTIALS_KEY` (the
+/// current key, which seals) and, during a rotation, `HERALD_CREDENTIALS_OLD_KEYS` (which only
+/// open).
+///
+/// A sealed value is `FE 4B`, the sealing key's 8-byte id (SHA-256 of a label and the key), then
+/// AES-GCM's `nonce ‖ ciphertext ‖ tag`; the id says which key opens it. Values sealed before key
+/// ids existed are the AES-GCM bytes alone; they are tried under every key (GCM refuses a wrong
+/// key), so both formats read the same.
 public struct CredentialsKey: Sendable {
     let key: AESGCMKey
+    let keyID: [UInt8]
+    /// Keys that open values but never seal them (a rotation's old keys).
+    let older: [(key: AESGCMKey, id: [UInt8])]
+
+    static let header: [UInt8] = [0xFE, 0x4B]
 
     /// A key from base64 text of 32 bytes; an error names the variable.
-    public init(base64: String) throws(PostgresError) {
+    public init(base64: String, variable: String = "HERALD_CREDENTIALS_KEY") throws(PostgresError) {
         do {
             key = try AESGCMKey(base64: base64)
         } catch {
-            throw PostgresError(.configuration, "HERALD_CREDENTIALS_KEY: \(error.message)")
+            throw PostgresError(.configuration, "\(variable): \(error.message)")
         }
+        keyID = Self.identify(base64)
+        older = []
     }
 
-    /// The key from `HERALD_CREDENTIALS_KEY`.
+    private init(key: AESGCMKey, keyID: [UInt8], older: [(key: AESGCMKey, id: [UInt8])]) {
+        self.key = key
+        self.keyID = keyID
+        self.older = older
+    }
+
+    /// This key sealing, and `others` opening too (their own old keys included).
+    public func opening(also others: [CredentialsKey]) -> CredentialsKey {
+        let extra = others.flatMap { [($0.key, $0.keyID)] + $0.older }
+        return CredentialsKey(key: key, keyID: keyID, older: older + extra.filter { $0.1 != keyID })
+    }
+
+    /// The key's id, lower-case hex (shown by `herald apps show`).
+    public var id: String { Hex.encode(keyID) }
+
+    static func identify(_ base64: String) -> [UInt8] {
+        let raw = Array(Data(base64Encoded: base64.trimmingCharacters(in: .whitespacesAndNewlines)) ?? Data())
+        return Array(SHA256.hash(Array("herald.credentials-key".utf8) + raw).prefix(8))
+    }
+
+    /// The keys from `HERALD_CREDENTIALS_KEY` and `HERALD_CREDENTIALS_OLD_KEYS` (comma-separated).
     public static func fromEnvironment(_ environment: [String: String]? = nil) throws(PostgresError) -> CredentialsKey {
         let environment = environment ?? ProcessInfo.processInfo.environment
         guard let text = environment["HERALD_CREDENTIALS_KEY"], !text.isEmpty else {
             throw PostgresError(.configuration, "HERALD_CREDENTIALS_KEY is not set (32 random bytes, base64: `openssl rand -base64 32`)")
         }
-        return try CredentialsKey(base64: text)
+        return try CredentialsKey(base64: text).opening(also: try oldKeys(environment["HERALD_CREDENTIALS_OLD_KEYS"]))
+    }
+
+    /// The keys of `HERALD_CREDENTIALS_OLD_KEYS`: base64 keys separated by commas.
+    public static func oldKeys(_ text: String?) throws(PostgresError) -> [CredentialsKey] {
+        var keys: [CredentialsKey] = []
+        for part in (text ?? "").split(separator: ",") where !part.trimmingCharacters(in: .whitespaces).isEmpty {
+            keys.append(try CredentialsKey(base64: String(part), variable: "HERALD_CREDENTIALS_OLD_KEYS"))
+        }
+        return keys
     }
 
     func seal(_ text: String, binding: String) throws(PostgresError) -> String {
         do {
-            return "\\x" + Hex.encode(try AESGCM.seal(Array(text.utf8), key: key, associatedData: Array(binding.utf8)))
+            return "\\x" + Hex.encode(Self.header + keyID + (try AESGCM.seal(Array(text.utf8), key: key, associatedData: Array(binding.utf8))))
         } catch {
             throw PostgresError(.credentials, "cannot encrypt \(binding): \(error.message)")
         }
     }
 
+    /// Opens a sealed value of either format under whichever configured key sealed it.
     func open(_ bytea: String, binding: String) throws(PostgresError) -> String {
         guard let sealed = Self.bytes(fromBytea: bytea) else {
             throw PostgresError(.credentials, "\(binding) is not a bytea value")
         }
-        do {
-            return String(decoding: try AESGCM.open(sealed, key: key, associatedData: Array(binding.utf8)), as: UTF8.self)
-        } catch {
-            throw PostgresError(.credentials, "cannot decrypt \(binding): wrong HERALD_CREDENTIALS_KEY, or the stored value was altered")
+        let keys = [(key, keyID)] + older
+        let associated = Array(binding.utf8)
+        if sealed.count > 10, Array(sealed.prefix(2)) == Self.header {
+            let id = Array(sealed[2..<10])
+            if let match = keys.first(where: { $0.1 == id }),
+               let plain = try? AESGCM.open(Array(sealed.dropFirst(10)), key: match.0, associatedData: associated) {
+                return String(decoding: plain, as: UTF8.self)
+            }
         }
+        // Sealed before key ids (or, once in 65,536, a nonce that starts like the header).
+        for (candidate, _) in keys {
+            if let plain = try? AESGCM.open(sealed, key: candidate, associatedData: associated) {
+                return String(decoding: plain, as: UTF8.self)
+            }
+        }
+        let named = sealed.count > 10 && Array(sealed.prefix(2)) == Self.header ? " (sealed under key \(Hex.encode(sealed[2..<10])))" : ""
+        throw PostgresError(.credentials, "cannot decrypt \(binding)\(named) under HERALD_CREDENTIALS_KEY or HERALD_CREDENTIALS_OLD_KEYS, or the stored value was altered")
     }
 
     /// Bytes of a `bytea` in PostgreSQL's hex output format (`\x0a1b…`).
@@ -112,6 +168,10 @@ public struct AppSettings: Sendable, Equatable {
     public var fcmHaltedReason: String?
     /// The app's notification channels by key (read with the app, so a shard sees the current versions).
     public var channels: [String: NotificationChannel] = [:]
+    /// Why stored APNs / FCM credentials could not be opened under any configured key (read by
+    /// ``AppRepository/settingsForDelivery(id:)`` only): that provider's sends halt, the other's go on.
+    public var apnsUnreadable: String?
+    public var fcmUnreadable: String?
 
     /// An app's settings; halts are read from the database, never written through this type.
     public init(id: String, name: String, apns: APNsTokenCredentials? = nil, fcm: FCMCredentials? = nil,
@@ -201,20 +261,44 @@ public struct AppRepository: Sendable {
         return app
     }
 
-    /// An `apps` row of ``settingsColumns`` with its credentials decrypted.
-    private func decode(_ row: [String?]) throws(PostgresError) -> AppSettings? {
+    /// The app for delivery: like ``app(id:)``, except that credentials which open under no
+    /// configured key do not fail the load. They are left out and named in `apnsUnreadable` /
+    /// `fcmUnreadable`, so that provider halts (a credential fault) and the other goes on.
+    public func settingsForDelivery(id: String) async throws(PostgresError) -> AppSettings? {
+        let rows = try await pool.query("SELECT \(Self.settingsColumns) FROM apps WHERE id = $1", [id])
+        guard let row = rows.rows.first, var app = try decode(row, tolerant: true) else { return nil }
+        app.channels = try await channels(appID: app.id)
+        return app
+    }
+
+    /// An `apps` row of ``settingsColumns`` with its credentials decrypted; `tolerant`: a value
+    /// that opens under no key is noted in the settings instead of failing.
+    private func decode(_ row: [String?], tolerant: Bool = false) throws(PostgresError) -> AppSettings? {
         guard let appID = row[0], let name = row[1] else { return nil }
         var apns: APNsTokenCredentials?
+        var apnsUnreadable: String?
         if row[13] == "token", let keyID = row[2], let teamID = row[3], let bundleID = row[4], let environment = row[5], let sealed = row[6] {
-            apns = APNsTokenCredentials(keyID: keyID, teamID: teamID, bundleID: bundleID, environment: environment,
-                                        privateKeyPEM: try key.open(sealed, binding: Self.binding(appID, "apns_credentials")))
+            do {
+                apns = APNsTokenCredentials(keyID: keyID, teamID: teamID, bundleID: bundleID, environment: environment,
+                                            privateKeyPEM: try key.open(sealed, binding: Self.binding(appID, "apns_credentials")))
+            } catch where tolerant && error.code == .credentials {
+                apnsUnreadable = error.message
+            }
         }
         var fcm: FCMCredentials?
+        var fcmUnreadable: String?
         if let project = row[7], let sealed = row[8] {
-            fcm = FCMCredentials(projectID: project, serviceAccountJSON: try key.open(sealed, binding: Self.binding(appID, "fcm_credentials")))
+            do {
+                fcm = FCMCredentials(projectID: project, serviceAccountJSON: try key.open(sealed, binding: Self.binding(appID, "fcm_credentials")))
+            } catch where tolerant && error.code == .credentials {
+                fcmUnreadable = error.message
+            }
         }
-        return AppSettings(id: appID, name: name, apns: apns, fcm: fcm, payloadProfile: row[9] ?? "sdk",
-                           defaultTimeZone: row[10] ?? "UTC", apnsHaltedReason: row[11], fcmHaltedReason: row[12])
+        var settings = AppSettings(id: appID, name: name, apns: apns, fcm: fcm, payloadProfile: row[9] ?? "sdk",
+                                   defaultTimeZone: row[10] ?? "UTC", apnsHaltedReason: row[11], fcmHaltedReason: row[12])
+        settings.apnsUnreadable = apnsUnreadable
+        settings.fcmUnreadable = fcmUnreadable
+        return settings
     }
 
     /// Adds a new app; an `invalidState` error when the id is taken (nothing is replaced).
@@ -276,11 +360,13 @@ public struct AppRepository: Sendable {
         }
     }
 
-    /// Re-seals every app's credentials, decrypted with `old`, under this repository's key, in
-    /// one transaction: when any value does not open under `old`, nothing changes and the
+    /// Re-seals every app's credentials under this repository's current key (with its key id),
+    /// opening each with `old` or with this repository's keys (current and old), in one
+    /// transaction: when any value opens under none of them, nothing changes and the
     /// `credentials` error names the app. Returns how many apps had credentials.
-    public func rekey(from old: CredentialsKey) async throws(PostgresError) -> Int {
-        try await pool.withTransaction { connection throws(PostgresError) -> Int in
+    public func rekey(from old: CredentialsKey? = nil) async throws(PostgresError) -> Int {
+        let opener = old.map { key.opening(also: [$0]) } ?? key
+        return try await pool.withTransaction { connection throws(PostgresError) -> Int in
             let rows = try await connection.query(
                 "SELECT id, apns_credentials, fcm_credentials FROM apps WHERE apns_credentials IS NOT NULL OR fcm_credentials IS NOT NULL ORDER BY id FOR UPDATE")
             for row in rows.rows {
@@ -291,9 +377,9 @@ public struct AppRepository: Sendable {
                     let binding = Self.binding(id, column)
                     let plaintext: String
                     do {
-                        plaintext = try old.open(sealed, binding: binding)
+                        plaintext = try opener.open(sealed, binding: binding)
                     } catch {
-                        throw PostgresError(.credentials, "app \(id): \(column) does not decrypt under the old key; nothing was changed")
+                        throw PostgresError(.credentials, "app \(id): \(column) does not decrypt under the old keys or the current one; nothing was changed")
                     }
                     resealed[index] = try key.seal(plaintext, binding: binding)
                 }

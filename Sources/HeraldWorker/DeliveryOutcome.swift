@@ -14,8 +14,10 @@ public enum DeliveryOutcome: Sendable, Equatable {
     case retryable(providerReason: String, retryAfterSeconds: Int?, quotaExceeded: Bool)
     /// Will never succeed as it is.
     case failed(reason: Receipt.Reason, providerReason: String)
-    /// The app's credential (or topic) is at fault, not this device: halt the app on this provider.
-    case credentialFault(providerReason: String)
+    /// The app's credential (or topic) is at fault, not this device: halt the app on this
+    /// provider, with `haltReason` on the `halted` receipt (`credentials`, or
+    /// `unreadable-credentials` when the stored credentials open under no configured key).
+    case credentialFault(providerReason: String, haltReason: Receipt.Reason = .credentials)
 
     /// Classifies an APNs answer.
     public init(_ outcome: APNsOutcome) {

@@ -72,7 +72,11 @@ public final class AppDelivery: Sendable {
     private let halts: Mutex<[Receipt.Provider: String]>
     private let http: [HTTP2Client]
 
-    struct ProviderProblem: Error { let reason: String }
+    struct ProviderProblem: Error {
+        let reason: String
+        /// The `halted` receipt's reason when this problem halts the provider.
+        var haltReason: Receipt.Reason = .credentials
+    }
 
     init(settings: AppSettings, apns: Result<APNsClient, ProviderProblem>?, fcm: Result<FCMClient, ProviderProblem>?, http: [HTTP2Client]) {
         self.settings = settings
@@ -89,7 +93,8 @@ public final class AppDelivery: Sendable {
     /// a credential fault on the first send (the app is halted on that provider, nothing else).
     static func build(settings: AppSettings, endpoints: ProviderEndpoints, loops: EventLoopGroup) -> AppDelivery {
         var http: [HTTP2Client] = []
-        let apns: Result<APNsClient, ProviderProblem>? = settings.apns.map { credentials in
+        let unreadable = { (detail: String) in ProviderProblem(reason: "the stored credentials cannot be opened: \(detail)", haltReason: .unreadableCredentials) }
+        let apns: Result<APNsClient, ProviderProblem>? = settings.apnsUnreadable.map { .failure(unreadable($0)) } ?? settings.apns.map { credentials in
             do {
                 var configuration = APNsConfiguration(bundleID: credentials.bundleID)
                 configuration.environment = credentials.environment == "sandbox" ? .sandbox : .production
@@ -106,7 +111,7 @@ public final class AppDelivery: Sendable {
                 return .failure(ProviderProblem(reason: "the APNs key cannot be used: \(error)"))
             }
         }
-        let fcm: Result<FCMClient, ProviderProblem>? = settings.fcm.map { credentials in
+        let fcm: Result<FCMClient, ProviderProblem>? = settings.fcmUnreadable.map { .failure(unreadable($0)) } ?? settings.fcm.map { credentials in
             do {
                 let account = try FCMServiceAccount(json: Array(credentials.serviceAccountJSON.utf8))
                 // An app whose token_uri is outside the list halts its FCM sends at the first one.
@@ -183,6 +188,7 @@ public final class AppDelivery: Sendable {
     /// Whether the credentials are the same as `other`'s (the clients can be kept).
     func hasSameCredentials(as other: AppSettings) -> Bool {
         settings.apns == other.apns && settings.fcm == other.fcm
+            && settings.apnsUnreadable == other.apnsUnreadable && settings.fcmUnreadable == other.fcmUnreadable
     }
 
     /// Renders and sends `job` to `member`; `target` is the token to use (the VoIP token for VoIP
@@ -194,7 +200,7 @@ public final class AppDelivery: Sendable {
             let client: APNsClient
             switch apns {
             case .success(let value): client = value
-            case .failure(let problem): return .credentialFault(providerReason: problem.reason)
+            case .failure(let problem): return .credentialFault(providerReason: problem.reason, haltReason: problem.haltReason)
             }
             let notification: APNsNotification
             do {
@@ -210,7 +216,7 @@ public final class AppDelivery: Sendable {
             let client: FCMClient
             switch fcm {
             case .success(let value): client = value
-            case .failure(let problem): return .credentialFault(providerReason: problem.reason)
+            case .failure(let problem): return .credentialFault(providerReason: problem.reason, haltReason: problem.haltReason)
             }
             let mode: FCMMessage.Mode = member.sdk && settings.payloadProfile == "sdk" ? .sdk : .plain
             let channel = job.content?.channel.flatMap { settings.channels[$0] }
@@ -269,7 +275,7 @@ public final class ProviderDirectory: Sendable {
         if !fresh, let cached = cache.withLock({ $0[appID] }), now - cached.loadedAt < refreshAfter {
             return cached.delivery
         }
-        guard let settings = try await apps.app(id: appID) else {
+        guard let settings = try await apps.settingsForDelivery(id: appID) else {
             _ = cache.withLock { $0.removeValue(forKey: appID) }
             return nil
         }

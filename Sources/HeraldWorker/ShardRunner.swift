@@ -715,8 +715,8 @@ final class ShardRun {
             settle(member, receipt)
             counts.failed += 1
             context.metrics.notification(provider: provider.rawValue, outcome: "failed")
-        case .credentialFault(let providerReason):
-            halt(provider, reason: .credentials, detail: providerReason)
+        case .credentialFault(let providerReason, let haltReason):
+            halt(provider, reason: haltReason, detail: providerReason)
             park(member, kind: .halted(provider), attempts: attempts, due: .now, reason: providerReason, firstAttemptAt: firstAttemptAt)
         }
     }

@@ -49,11 +49,12 @@ public final class Worker: Sendable {
             guard let text = configuration.credentialsKey, !text.isEmpty else {
                 throw WorkerStartError(message: "HERALD_CREDENTIALS_KEY: is required (32 random bytes, base64; the key app credentials were stored with)", exitStatus: 78)
             }
-            key = try CredentialsKey(base64: text)
+            key = try CredentialsKey(base64: text).opening(also: try CredentialsKey.oldKeys(configuration.credentialsOldKeys))
         } catch let error as WorkerStartError {
             throw error
         } catch {
-            throw WorkerStartError(message: "HERALD_CREDENTIALS_KEY: \(error)", exitStatus: 78)
+            // The message names the variable (HERALD_CREDENTIALS_KEY or HERALD_CREDENTIALS_OLD_KEYS).
+            throw WorkerStartError(message: (error as? PostgresError)?.message ?? "HERALD_CREDENTIALS_KEY: \(error)", exitStatus: 78)
         }
         if let caFile = configuration.endpoints.caFile {
             do {

@@ -30,6 +30,8 @@ public struct WorkerConfiguration: Sendable {
     public var shardSize: Int = 50_000
     /// `HERALD_CREDENTIALS_KEY`: 32 bytes, base64 (checked by the credential store).
     public var credentialsKey: String?
+    /// `HERALD_CREDENTIALS_OLD_KEYS`: keys that open credentials during a rotation, never seal.
+    public var credentialsOldKeys: String?
     /// librdkafka settings: the brokers plus every `HERALD_KAFKA_PROPERTY_*` pass-through.
     public var kafka: KafkaConfiguration
     /// `HERALD_WORKER_ID`: names this worker in leases, logs and metrics; default `hostname-pid`.
@@ -109,6 +111,7 @@ public struct WorkerConfiguration: Sendable {
         databaseAcquireTimeout = .milliseconds(try integer("HERALD_DATABASE_ACQUIRE_TIMEOUT_MS", 1...3_600_000, default: 10_000))
         shardSize = try integer("HERALD_SHARD_SIZE", 100...500_000, default: 50_000)
         credentialsKey = environment["HERALD_CREDENTIALS_KEY"]
+        credentialsOldKeys = environment["HERALD_CREDENTIALS_OLD_KEYS"]
         topics = try Topics(environment: environment)
         kafka = KafkaConfiguration(bootstrapServers: kafkaBrokers)
         kafka.addPassThroughProperties(from: environment)

@@ -14,11 +14,12 @@ enum AppsCommand {
            herald apps update --id APP [--name NAME] [APNS] [--fcm-service-account FILE.json] [--time-zone Z] [--payload-profile P]
            herald apps show --id APP [--json]
            herald apps list [--json]
-           herald apps rekey --old-key-env VAR
+           herald apps rekey [--old-key-env VAR]
       APNS: --apns-key FILE.p8 --apns-key-id KEYID --apns-team-id TEAMID --bundle-id BUNDLE [--apns-environment production|sandbox]
             (update: any of them; all but the environment when the app has no APNs key yet)
       Every action also takes --database-url URL (default HERALD_DATABASE_URL). Credentials are sealed
-      under HERALD_CREDENTIALS_KEY; rekey re-seals them from the key in $VAR to HERALD_CREDENTIALS_KEY.
+      under HERALD_CREDENTIALS_KEY; rekey re-seals every app's under it (with its key id), opening them with
+      HERALD_CREDENTIALS_KEY, the keys of HERALD_CREDENTIALS_OLD_KEYS and the key in $VAR.
     """
 
     /// A refusal worded for the user, with its exit status.
@@ -53,7 +54,6 @@ enum AppsCommand {
             default:
                 let variable = options.string("--old-key-env")
                 guard options.finish() else { return 64 }
-                guard let variable else { throw Refusal(status: 64, message: "--old-key-env VAR is required\n\(usage)") }
                 return try await rekey(oldKeyVariable: variable, url: url)
             }
         } catch let refusal as Refusal {
@@ -141,16 +141,18 @@ enum AppsCommand {
         return 0
     }
 
-    private static func rekey(oldKeyVariable: String, url: String?) async throws -> Int32 {
+    private static func rekey(oldKeyVariable: String?, url: String?) async throws -> Int32 {
         let newKey = try credentialsKey()
-        guard let text = CommandEnvironment.variables[oldKeyVariable], !text.isEmpty else {
-            throw Refusal(status: 78, message: "\(oldKeyVariable) is not set: it must hold the old HERALD_CREDENTIALS_KEY (base64)")
-        }
-        let oldKey: CredentialsKey
-        do {
-            oldKey = try CredentialsKey(base64: text)
-        } catch {
-            throw Refusal(status: 78, message: "\(oldKeyVariable): not a 32-byte base64 key")
+        var oldKey: CredentialsKey?
+        if let oldKeyVariable {
+            guard let text = CommandEnvironment.variables[oldKeyVariable], !text.isEmpty else {
+                throw Refusal(status: 78, message: "\(oldKeyVariable) is not set: it must hold the old HERALD_CREDENTIALS_KEY (base64)")
+            }
+            do {
+                oldKey = try CredentialsKey(base64: text)
+            } catch {
+                throw Refusal(status: 78, message: "\(oldKeyVariable): not a 32-byte base64 key")
+            }
         }
         let pool = try openPool(url)
         let count: Int

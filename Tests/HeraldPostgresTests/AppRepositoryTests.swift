@@ -7,6 +7,49 @@ import Testing
 struct AppRepositoryTests {
     static let keyA = "MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTIzNDU2Nzg5MDE="
     static let keyB = "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWY="
+    static let keyC = "enl4d3Z1dHNycXBvbm1sa2ppaGdmZWRjYmEwOTg3NjU="
+
+    /// A rotation with no outage: values name their key; old-format values (no key id, as the
+    /// previous release sealed them) still open; the old key opens during the rotation and
+    /// `rekey` moves everything to the new key; a worker missing the key halts that provider only.
+    @Test func keysRotateWithoutAnOutageAndOldFormatValuesStillOpen() async throws {
+        let (database, pool) = try await TestDatabase.migrated(apps: [])
+        let keyA = try CredentialsKey(base64: Self.keyA)
+        let keyB = try CredentialsKey(base64: Self.keyB)
+        let underA = AppRepository(pool: pool, key: keyA)
+        let apns = APNsTokenCredentials(keyID: "ABC123DEFG", teamID: "TEAM123456", bundleID: "com.example.app", environment: "sandbox",
+                                        privateKeyPEM: "-----BEGIN PRIVATE KEY-----\nQUFB\n-----END PRIVATE KEY-----\n")
+        let fcm = FCMCredentials(projectID: "demo-project", serviceAccountJSON: #"{"type":"service_account"}"#)
+        try await underA.upsert(id: "demo", name: "Demo", apns: apns, fcm: fcm)
+        // Stored as FE 4B, key A's id, then the AES-GCM bytes.
+        let prefix = try await pool.query("SELECT encode(substring(fcm_credentials FROM 1 FOR 10), 'hex') FROM apps").rows.first?.first ?? nil
+        #expect(prefix == "fe4b" + keyA.id)
+        // The previous release's format: the same AES-GCM bytes without the header. Still read.
+        try await pool.query("UPDATE apps SET apns_credentials = substring(apns_credentials FROM 11)", idempotent: false)
+        #expect(try await underA.app(id: "demo")?.apns == apns)
+
+        // Step 2: workers run with the new key and the old one.
+        let rotating = AppRepository(pool: pool, key: keyB.opening(also: try CredentialsKey.oldKeys(Self.keyA)))
+        #expect(try await rotating.app(id: "demo")?.fcm == fcm)
+        // A worker still on the new key alone cannot open them: it halts both providers, loads the app.
+        let newOnly = AppRepository(pool: pool, key: keyB)
+        let halted = try #require(try await newOnly.settingsForDelivery(id: "demo"))
+        #expect(halted.apns == nil && halted.fcm == nil)
+        #expect(halted.apnsUnreadable?.contains("HERALD_CREDENTIALS_OLD_KEYS") == true)
+        #expect(halted.fcmUnreadable?.contains("sealed under key \(keyA.id)") == true, "\(halted.fcmUnreadable ?? "nil")")
+        // Step 3: rekey (all or nothing) moves every value to key B.
+        #expect(try await rotating.rekey() == 1)
+        #expect(try await newOnly.app(id: "demo")?.apns == apns)
+        #expect(try await newOnly.app(id: "demo")?.fcm == fcm)
+        await #expect(throws: PostgresError.self) { try await underA.app(id: "demo") }
+        // A bad old key is a configuration error naming its variable.
+        #expect {
+            try CredentialsKey.oldKeys("\(Self.keyA),not-a-key")
+        } throws: { error in
+            (error as? PostgresError)?.message.hasPrefix("HERALD_CREDENTIALS_OLD_KEYS") == true
+        }
+        await database.tearDown(pool)
+    }
 
     @Test func credentialsAreEncryptedAtRestAndAWrongKeyOrTamperingIsClear() async throws {
         let (database, pool) = try await TestDatabase.migrated(apps: [])
@@ -82,13 +125,16 @@ struct AppRepositoryTests {
         #expect(summaries.map(\.id) == ["demo"])
         #expect(summaries.first?.apnsKeyID == "ABC123DEFG" && summaries.first?.fcmProjectID == "demo-project")
 
-        // Rekey: everything opens under the new key, nothing under the old one; a wrong old key changes nothing.
+        // Rekey: everything opens under the new key, nothing under the old one; again is a no-op
+        // re-seal; keys that open nothing change nothing.
         let rekeyed = AppRepository(pool: pool, key: try CredentialsKey(base64: Self.keyB))
         #expect(try await rekeyed.rekey(from: try CredentialsKey(base64: Self.keyA)) == 1)
         #expect(try await rekeyed.app(id: "demo")?.apns == apns)
         await #expect(throws: PostgresError.self) { try await apps.app(id: "demo") }
+        #expect(try await rekeyed.rekey() == 1, "values already under the current key are re-sealed as they are")
+        let stranger = AppRepository(pool: pool, key: try CredentialsKey(base64: Self.keyC))
         await #expect {
-            try await rekeyed.rekey(from: try CredentialsKey(base64: Self.keyA))
+            try await stranger.rekey(from: try CredentialsKey(base64: Self.keyA))
         } throws: { error in
             (error as? PostgresError)?.code == .credentials && (error as? PostgresError)?.message.contains("nothing was changed") == true
         }

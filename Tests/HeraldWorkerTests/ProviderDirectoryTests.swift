@@ -1,3 +1,4 @@
+import HeraldCore
 import HeraldFCM
 import HeraldHTTP2
 import HeraldPostgres
@@ -67,5 +68,23 @@ import Testing
         #expect(metadata?.contains("token_uri host 169.254.169.254 is not allowed") == true, "\(metadata ?? "nil")")
         let listed = problem(tokenURI: "https://127.0.0.1:8443/token", allowed: ["127.0.0.1"])
         #expect(listed?.contains("not allowed") == false && listed?.contains("RSA") == true, "past the host check, to the key: \(listed ?? "nil")")
+    }
+
+    @Test func credentialsThatOpenUnderNoKeyHaltThatProviderWithTheirOwnReason() async throws {
+        let loops = try EventLoopGroup(count: 1)
+        defer { loops.shutdown() }
+        var settings = AppSettings(id: "app", name: "App")
+        settings.fcmUnreadable = "cannot decrypt app/fcm_credentials under HERALD_CREDENTIALS_KEY or HERALD_CREDENTIALS_OLD_KEYS"
+        let delivery = AppDelivery.build(settings: settings, endpoints: ProviderEndpoints(), loops: loops)
+        let job = try Job.decode(Array(#"{"schema":"herald.job.v1","id":"j","app_id":"app","kind":"notification","created_at":"2026-12-02T10:00:00Z","audience":{"all":true},"content":{"title":"t","body":"b"}}"#.utf8))
+        let member = AudienceMember(id: "0b6c3a2e-4f1d-4a8e-9c2b-5d7e8f901234", platform: .android, token: "tok", sandbox: false, sdk: true,
+                                    language: nil, timeZone: nil, voipToken: nil)
+        let outcome = await delivery.send(job, to: member, token: "tok", now: .now)
+        guard case .credentialFault(let detail, let haltReason) = outcome else {
+            Issue.record("not a credential fault: \(outcome)")
+            return
+        }
+        #expect(haltReason == .unreadableCredentials && detail.contains("cannot be opened"))
+        delivery.shutdown()
     }
 }
