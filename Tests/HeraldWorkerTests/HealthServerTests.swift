@@ -265,12 +265,14 @@ import Testing
         let server = Self.makeServer()
         try server.start()
         defer { server.stop() }
-        let result = try await Subprocess.runDetached(curl, ["-sS", "-i", "--max-time", "10", "http://127.0.0.1:\(server.port)/metrics?from=prometheus"])
+        // The handler runs on Swift's cooperative pool, two threads on these machines, shared
+        // with every suite running in parallel: 10 s without an answer was seen under that load.
+        let result = try await Subprocess.runDetached(curl, ["-sS", "-i", "--max-time", "40", "http://127.0.0.1:\(server.port)/metrics?from=prometheus"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.hasPrefix("HTTP/1.1 200 OK\r\n"))
         #expect(result.stdout.contains("Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"))
         #expect(result.stdout.hasSuffix("\r\n\r\nherald_in_flight 3\n"))
-        let post = try await Subprocess.runDetached(curl, ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "--max-time", "10", "http://127.0.0.1:\(server.port)/healthz"])
+        let post = try await Subprocess.runDetached(curl, ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "--max-time", "40", "http://127.0.0.1:\(server.port)/healthz"])
         #expect(post.stdout == "405")
     }
 
