@@ -45,6 +45,10 @@ public struct JobStatus: Sendable, Equatable {
     public var expiresAt: Timestamp?
     /// The job's terminal totals as recorded on its row.
     public var totals: Receipt.Totals
+    /// Device events counted on the job (first sightings only): `received`, `confirmed`, `clicked`.
+    public var received: Int64 = 0
+    public var confirmed: Int64 = 0
+    public var clicked: Int64 = 0
     /// The shards, by shard number.
     public var shards: [ShardStatus]
 
@@ -75,6 +79,7 @@ public struct JobStatus: Sendable, Equatable {
                 "failed": .int(totals.failed),
                 "dropped": .int(totals.dropped),
             ]),
+            "device_events": .object(["received": .int(received), "confirmed": .int(confirmed), "clicked": .int(clicked)]),
             "parked_retries": .int(parkedRetries),
             "shards": .array(shards.map { shard in
                 .object([
@@ -120,7 +125,7 @@ public struct JobAdministration: Sendable {
                    \(utc("created_at")) AS created_at, \(utc("received_at")) AS received_at,
                    \(utc("planned_at")) AS planned_at, \(utc("completed_at")) AS completed_at,
                    \(utc("cancelled_at")) AS cancelled_at, \(utc("expires_at")) AS expires_at,
-                   accepted, unregistered, failed, dropped
+                   accepted, unregistered, failed, dropped, received, confirmed, clicked
             FROM jobs WHERE id = $1
             """, [jobID])
         guard !jobs.rows.isEmpty else { return nil }
@@ -151,7 +156,7 @@ public struct JobAdministration: Sendable {
                 finishedAt: value("finished_at").flatMap(Timestamp.init(rfc3339:)),
                 checkpointAt: value("checkpoint_at").flatMap(Timestamp.init(rfc3339:)))
         }
-        return JobStatus(
+        var status = JobStatus(
             id: job("id") ?? jobID, appID: job("app_id") ?? "", kind: job("kind") ?? "", state: job("state") ?? "",
             urgent: job("urgent") == "t", audienceEstimate: job("audience_estimate").flatMap { Int64($0) },
             shardCount: job("shard_count").flatMap { Int($0) },
@@ -164,6 +169,10 @@ public struct JobAdministration: Sendable {
             totals: Receipt.Totals(accepted: jobCount("accepted"), unregistered: jobCount("unregistered"),
                                    failed: jobCount("failed"), dropped: jobCount("dropped")),
             shards: shardStatuses)
+        status.received = jobCount("received")
+        status.confirmed = jobCount("confirmed")
+        status.clicked = jobCount("clicked")
+        return status
     }
 
     /// Cancels the job: running shards notice at their next page and drop the rest of their

@@ -72,6 +72,7 @@ enum JobsCommand {
         print("created=\(time(job.createdAt)) received=\(time(job.receivedAt)) planned=\(time(job.plannedAt))")
         print("completed=\(time(job.completedAt)) cancelled=\(time(job.cancelledAt)) expires=\(time(job.expiresAt))")
         print("totals accepted=\(job.totals.accepted) unregistered=\(job.totals.unregistered) failed=\(job.totals.failed) dropped=\(job.totals.dropped)")
+        print("device_events received=\(job.received) confirmed=\(job.confirmed) clicked=\(job.clicked)")
         for shard in job.shards {
             var line = "shard \(shard.shardNo)/\(shard.shardCount) \(shard.state) sent=\(shard.counts.sent) accepted=\(shard.counts.accepted)"
             line += " unregistered=\(shard.counts.unregistered) failed=\(shard.counts.failed) dropped=\(shard.counts.dropped)"

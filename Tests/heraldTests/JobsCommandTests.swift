@@ -67,12 +67,15 @@ struct JobsCommandTests {
     @Test func showPrintsTheJobAndItsShards() async throws {
         let (url, name, pool) = try await database()
         try await plannedJob(pool, id: "show-1")
+        // The device events counted on the job's row (DeviceEventDedupe.record writes them).
+        try await pool.query("UPDATE jobs SET received = 7, confirmed = 5, clicked = 2 WHERE id = 'show-1'", idempotent: false)
 
         let text = try await jobs(["show", "show-1"], url: url)
         #expect(text.status == 0, "\(text.stderr)")
         #expect(text.stdout.contains("job show-1  app=demo kind=notification state=planned urgent=false"))
         #expect(text.stdout.contains("shard 1/3 finished sent=300 accepted=290 unregistered=10"))
         #expect(text.stdout.split(separator: "\n").filter { $0.hasPrefix("shard ") }.count == 3)
+        #expect(text.stdout.contains("device_events received=7 confirmed=5 clicked=2"), "\(text.stdout)")
 
         // --database-url works as well as the variable.
         let json = try await jobs(["show", "show-1", "--json", "--database-url", url], url: nil)
@@ -80,6 +83,7 @@ struct JobsCommandTests {
         let document = try JSONValue.parse(json.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(document["id"] == .string("show-1"))
         #expect(document["audience_estimate"] == .int(900))
+        #expect(document["device_events"] == .object(["received": .int(7), "confirmed": .int(5), "clicked": .int(2)]))
         #expect(document["shards"]?.arrayValue?.map { $0["state"] } == [.string("pending"), .string("finished"), .string("pending")])
 
         let missing = try await jobs(["show", "no-such-job"], url: url)
