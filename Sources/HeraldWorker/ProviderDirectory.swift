@@ -194,6 +194,12 @@ public final class AppDelivery: Sendable {
     /// Renders and sends `job` to `member`; `target` is the token to use (the VoIP token for VoIP
     /// jobs on iOS).
     public func send(_ job: Job, to member: AudienceMember, token: String, now: Timestamp) async -> DeliveryOutcome {
+        // A channel carries settings for both platforms (Android's channel, iOS's sound and
+        // interruption level): a job naming one the app does not have is wrong on every device,
+        // and sending it without them would be a guess.
+        if let key = job.content?.channel, settings.channels[key] == nil {
+            return .failed(reason: .unknownChannel, providerReason: "content.channel \"\(key)\" names no channel of app \(settings.id)")
+        }
         switch member.platform {
         case .ios:
             guard let apns else { return .failed(reason: .noCredentials, providerReason: "the app has no APNs credentials") }

@@ -87,4 +87,25 @@ import Testing
         #expect(haltReason == .unreadableCredentials && detail.contains("cannot be opened"))
         delivery.shutdown()
     }
+
+    @Test func aJobNamingAChannelTheAppDoesNotHaveFailsOnEveryPlatform() async throws {
+        let loops = try EventLoopGroup(count: 1)
+        defer { loops.shutdown() }
+        func job(channel: String) throws -> Job {
+            try Job.decode(Array(#"{"schema":"herald.job.v1","id":"j","app_id":"app","kind":"notification","created_at":"2026-12-02T10:00:00Z","audience":{"all":true},"content":{"title":"t","body":"b","channel":"\#(channel)"}}"#.utf8))
+        }
+        var settings = AppSettings(id: "app", name: "App")
+        settings.channels = ["orders": NotificationChannel(key: "orders", name: "Orders")]
+        let delivery = AppDelivery.build(settings: settings, endpoints: ProviderEndpoints(), loops: loops)
+        for platform in [Platform.ios, .android] {
+            let member = AudienceMember(id: "0b6c3a2e-4f1d-4a8e-9c2b-5d7e8f901234", platform: platform, token: "tok", sandbox: false, sdk: true,
+                                        language: nil, timeZone: nil, voipToken: nil)
+            let unknown = await delivery.send(try job(channel: "promo"), to: member, token: "tok", now: .now)
+            #expect(unknown == .failed(reason: .unknownChannel, providerReason: #"content.channel "promo" names no channel of app app"#), "\(platform)")
+            // The app's own channel goes on to the provider (here: no credentials, so that failure instead).
+            let known = await delivery.send(try job(channel: "orders"), to: member, token: "tok", now: .now)
+            #expect(known == .failed(reason: .noCredentials, providerReason: "the app has no \(platform == .ios ? "APNs" : "FCM") credentials"))
+        }
+        delivery.shutdown()
+    }
 }
