@@ -46,11 +46,6 @@ public final class ReceiptPublisher: Sendable {
         })
     }
 
-    /// Produces a dead letter (DESIGN §3) keyed like the message it holds.
-    public func deadLetter(_ letter: DeadLetter, key: [UInt8]?) async throws(PublishError) {
-        try await send([KafkaProducerMessage(topic: topics.deadLetters, key: key, value: letter.json.serializedBytes())])
-    }
-
     /// Sends and waits for every acknowledgement, retrying the failed ones.
     public func send(_ messages: [KafkaProducerMessage]) async throws(PublishError) {
         var pending = messages
