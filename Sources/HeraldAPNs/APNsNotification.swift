@@ -45,15 +45,18 @@ public struct APNsNotification: Sendable, Equatable {
         public var language: String?
         /// The app's definition of `content.channel`, whose iOS side fills what the job left unset.
         public var channel: NotificationChannel?
+        /// The keys the subscription's SDK reads (`PayloadProfile.dialect`).
+        public var dialect: PayloadDialect
 
         /// Creates a target.
         public init(subscriptionID: String, deviceToken: String, sandbox: Bool? = nil, language: String? = nil,
-                    channel: NotificationChannel? = nil) {
+                    channel: NotificationChannel? = nil, dialect: PayloadDialect = .herald) {
             self.subscriptionID = subscriptionID
             self.deviceToken = deviceToken
             self.sandbox = sandbox
             self.language = language
             self.channel = channel
+            self.dialect = dialect
         }
     }
 
@@ -61,7 +64,8 @@ public struct APNsNotification: Sendable, Equatable {
     /// `now` stamps live-activity updates and turns a VoIP `ttl_s` into `apns-expiration`.
     /// Throws when the payload cannot fit (`payload-too-large`).
     public static func forJob(_ job: Job, target: Target, now: Timestamp) throws(APNsPayload.Failure) -> APNsNotification {
-        let recipient = APNsPayload.Recipient(jobID: job.id, subscriptionID: target.subscriptionID, language: target.language)
+        let recipient = APNsPayload.Recipient(jobID: job.id, subscriptionID: target.subscriptionID, language: target.language,
+                                              dialect: target.dialect)
         let id = apnsID(jobID: job.id, subscriptionID: target.subscriptionID)
         var expiration = job.expiresAt?.seconds
         let requested: Int? = job.delivery.priority.map { $0 == .normal ? 5 : 10 }
@@ -72,7 +76,7 @@ public struct APNsNotification: Sendable, Equatable {
                                     collapseID: APNsCollapseID.forJob(job.id, collapseID: content.collapseID), apnsID: id, sandbox: target.sandbox)
         }
         if let update = job.liveActivity {
-            let rendered = try APNsPayload.liveActivity(update, jobID: job.id, timestamp: update.timestamp ?? now.seconds)
+            let rendered = try APNsPayload.liveActivity(update, jobID: job.id, timestamp: update.timestamp ?? now.seconds, recipient: recipient)
             return APNsNotification(deviceToken: target.deviceToken, pushType: .liveActivity, payload: rendered.bytes,
                                     priority: update.priority, expiration: expiration, apnsID: id, sandbox: target.sandbox)
         }

@@ -21,14 +21,32 @@ public enum APNsPayload {
 
     /// Why a payload could not be rendered.
     public struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
-        /// The receipt reason (`payload-too-large`).
+        /// The receipt reason (`payload-too-large`, `unsupported-by-profile`).
         public let reason: Receipt.Reason
-        /// The smallest size reached, in bytes.
+        /// The smallest size reached, in bytes (0 for a refusal).
         public let bytes: Int
         /// The limit, in bytes.
         public let limit: Int
+        /// Why the job cannot be rendered, when it is not its size.
+        public var detail: String?
 
-        public var description: String { "APNs payload is \(bytes) bytes after shortening the body, over the limit of \(limit)" }
+        /// A payload over `limit`.
+        public init(reason: Receipt.Reason, bytes: Int, limit: Int) {
+            self.reason = reason
+            self.bytes = bytes
+            self.limit = limit
+        }
+
+        /// A job the subscription's payload profile cannot express (`unsupported-by-profile`).
+        public static func unsupported(_ detail: String) -> Failure {
+            var failure = Failure(reason: .unsupportedByProfile, bytes: 0, limit: 0)
+            failure.detail = detail
+            return failure
+        }
+
+        public var description: String {
+            detail ?? "APNs payload is \(bytes) bytes after shortening the body, over the limit of \(limit)"
+        }
     }
 
     /// Who a payload is for.
@@ -39,12 +57,15 @@ public enum APNsPayload {
         public var subscriptionID: String
         /// The subscription's language, for `content.localized`.
         public var language: String?
+        /// The keys the subscription's SDK reads (its app's payload profile).
+        public var dialect: PayloadDialect
 
         /// Creates a recipient.
-        public init(jobID: String, subscriptionID: String, language: String? = nil) {
+        public init(jobID: String, subscriptionID: String, language: String? = nil, dialect: PayloadDialect = .herald) {
             self.jobID = jobID
             self.subscriptionID = subscriptionID
             self.language = language
+            self.dialect = dialect
         }
     }
 
@@ -60,50 +81,80 @@ public enum APNsPayload {
         buttons.isEmpty ? nil : "herald:" + buttons.map(\.id).joined(separator: ",")
     }
 
-    /// Renders a `notification` job for one subscription.
+    /// Renders a `notification` job for one subscription, in the keys of its dialect.
     public static func notification(_ content: NotificationContent, for recipient: Recipient,
                                     limit: Int = maxBytes) throws(Failure) -> Rendered {
         let text = content.text(for: recipient.language)
         let background = isBackground(content, language: recipient.language)
+        if recipient.dialect == .openpush { try refuseForOpenPush(content) }
         func render(body: String?, truncated: Bool) -> [UInt8] {
-            var aps: [String: JSONValue] = [:]
-            if background {
-                aps["content-available"] = .int(1)
-            } else {
-                var alert: [String: JSONValue] = [:]
-                if let title = text.title, !title.isEmpty { alert["title"] = .string(title) }
-                if let subtitle = text.subtitle, !subtitle.isEmpty { alert["subtitle"] = .string(subtitle) }
-                if let body, !body.isEmpty { alert["body"] = .string(body) }
-                aps["alert"] = .object(alert)
-                aps["mutable-content"] = .int(1)
-                if content.contentAvailable { aps["content-available"] = .int(1) }
-                switch content.sound {
-                case .named(let name)?: aps["sound"] = .string(name)
-                case .critical(let name, let volume)?:
-                    aps["sound"] = .object(["critical": .int(1), "name": .string(name), "volume": .double(volume)])
-                case nil: break
-                }
-                if let badge = content.badge { aps["badge"] = .int(badge) }
-                if let category = content.category ?? derivedCategory(content.buttons) { aps["category"] = .string(category) }
-                if let level = content.interruptionLevel { aps["interruption-level"] = .string(level.rawValue) }
-                if let score = content.relevanceScore { aps["relevance-score"] = .double(score) }
-                if let thread = content.threadID { aps["thread-id"] = .string(thread) }
+            var payload: [String: JSONValue] = [
+                "aps": .object(background ? ["content-available": .int(1)] : alertAPS(content, text: text, body: body, dialect: recipient.dialect)),
+            ]
+            switch recipient.dialect {
+            case .herald: payload["herald"] = heraldKeys(content, for: recipient, truncated: truncated)
+            case .plain: payload.merge(plainKeys(content, for: recipient)) { _, new in new }
+            case .openpush: payload.merge(openPushKeys(content, for: recipient, truncated: truncated)) { _, new in new }
+            case .pushbib: payload.merge(pushbibKeys(content, for: recipient, background: background, truncated: truncated)) { _, new in new }
             }
-            var herald: [String: JSONValue] = ["id": .string(recipient.jobID), "sub": .string(recipient.subscriptionID)]
-            if let url = content.url { herald["url"] = .string(url) }
-            if let image = content.imageURL { herald["image_url"] = .string(image) }
-            if !content.buttons.isEmpty {
-                herald["buttons"] = .array(content.buttons.map { button in
-                    var object: [String: JSONValue] = ["id": .string(button.id), "text": .string(button.text)]
-                    if let url = button.url { object["url"] = .string(url) }
-                    return .object(object)
-                })
-            }
-            if let data = content.data { herald["data"] = data }
-            if truncated { herald["truncated"] = .string("1") }
-            return merged(["aps": .object(aps), "herald": .object(herald)], raw: content.apns).serializedBytes()
+            return merged(payload, raw: content.apns).serializedBytes()
         }
         return try fit(body: background ? nil : text.body, limit: limit, background: background, render: render)
+    }
+
+    /// The `aps` dictionary of an alert. `mutable-content` wakes the service extension: on every
+    /// alert for the SDKs whose extension posts receipts (Herald's, OpenPush's), on alerts with an
+    /// image for Pushbib's (it only attaches images), never for plain apps.
+    static func alertAPS(_ content: NotificationContent, text: LocalizedText, body: String?, dialect: PayloadDialect) -> [String: JSONValue] {
+        var aps: [String: JSONValue] = [:]
+        var alert: [String: JSONValue] = [:]
+        if let title = text.title, !title.isEmpty { alert["title"] = .string(title) }
+        if let subtitle = text.subtitle, !subtitle.isEmpty { alert["subtitle"] = .string(subtitle) }
+        if let body, !body.isEmpty { alert["body"] = .string(body) }
+        aps["alert"] = .object(alert)
+        switch dialect {
+        case .herald, .openpush: aps["mutable-content"] = .int(1)
+        case .pushbib: if content.imageURL != nil { aps["mutable-content"] = .int(1) }
+        case .plain: break
+        }
+        if content.contentAvailable { aps["content-available"] = .int(1) }
+        switch content.sound {
+        case .named(let name)?: aps["sound"] = .string(name)
+        case .critical(let name, let volume)?:
+            aps["sound"] = .object(["critical": .int(1), "name": .string(name), "volume": .double(volume)])
+        case nil: break
+        }
+        if let badge = content.badge { aps["badge"] = .int(badge) }
+        let derived: String? = switch dialect {
+        case .herald: derivedCategory(content.buttons)
+        case .openpush: openPushCategory(content.buttons)
+        case .pushbib, .plain: nil
+        }
+        if let category = content.category ?? derived { aps["category"] = .string(category) }
+        if let level = content.interruptionLevel { aps["interruption-level"] = .string(level.rawValue) }
+        if let score = content.relevanceScore { aps["relevance-score"] = .double(score) }
+        if let thread = content.threadID { aps["thread-id"] = .string(thread) }
+        return aps
+    }
+
+    /// Herald's own `herald` block.
+    static func heraldKeys(_ content: NotificationContent, for recipient: Recipient, truncated: Bool) -> JSONValue {
+        var herald: [String: JSONValue] = ["id": .string(recipient.jobID), "sub": .string(recipient.subscriptionID)]
+        if let url = content.url { herald["url"] = .string(url) }
+        if let image = content.imageURL { herald["image_url"] = .string(image) }
+        if !content.buttons.isEmpty { herald["buttons"] = buttonArray(content.buttons) }
+        if let data = content.data { herald["data"] = data }
+        if truncated { herald["truncated"] = .string("1") }
+        return .object(herald)
+    }
+
+    /// `[{id, text, url?}]`, in order.
+    static func buttonArray(_ buttons: [NotificationButton]) -> JSONValue {
+        .array(buttons.map { button in
+            var object: [String: JSONValue] = ["id": .string(button.id), "text": .string(button.text)]
+            if let url = button.url { object["url"] = .string(url) }
+            return .object(object)
+        })
     }
 
     /// Renders a `voip` job (PushKit): an empty `aps` (APNs requires the dictionary) and
@@ -115,19 +166,22 @@ public enum APNsPayload {
 
     /// Renders VoIP string values (see ``voip(_:for:limit:)``).
     public static func voip(data: [String: String], for recipient: Recipient, limit: Int = maxVoIPBytes) throws(Failure) -> Rendered {
-        let herald: [String: JSONValue] = [
-            "id": .string(recipient.jobID), "sub": .string(recipient.subscriptionID),
-            "data": .object(data.mapValues { .string($0) }), "voip": .string("1"),
-        ]
-        let bytes = JSONValue.object(["aps": .object([:]), "herald": .object(herald)]).serializedBytes()
+        let bytes = voipPayload(data: data, for: recipient).serializedBytes()
         guard bytes.count <= limit else { throw Failure(reason: .payloadTooLarge, bytes: bytes.count, limit: limit) }
         return Rendered(bytes: bytes, truncated: false, isBackground: false)
     }
 
     /// Renders a `live_activity` job; `timestamp` is the update's time in seconds, which the
-    /// caller keeps from going backwards for an activity (DESIGN §4).
+    /// caller keeps from going backwards for an activity (DESIGN §4). Beside `aps`, Herald's
+    /// dialect sends `herald.id`, OpenPush's `op_message_id`; plain and Pushbib devices get `aps`
+    /// only (ActivityKit reads nothing else). OpenPush cannot take a `start` (its attribute block
+    /// is not known).
     public static func liveActivity(_ update: LiveActivityUpdate, jobID: String, timestamp: Int64,
-                                    limit: Int = maxBytes) throws(Failure) -> Rendered {
+                                    recipient: Recipient? = nil, limit: Int = maxBytes) throws(Failure) -> Rendered {
+        let dialect = recipient?.dialect ?? .herald
+        if dialect == .openpush, update.event == .start {
+            throw .unsupported("OpenPush live activities need an openpush attribute block Herald does not know: no push-to-start for the openpush payload profile")
+        }
         var aps: [String: JSONValue] = [
             "timestamp": .int(timestamp), "event": .string(update.event.rawValue),
             "content-state": .object(update.contentState),
@@ -146,7 +200,16 @@ public enum APNsPayload {
             // iOS 18+: hand the app the started activity's update token.
             aps["input-push-token"] = .int(1)
         }
-        let bytes = JSONValue.object(["aps": .object(aps), "herald": .object(["id": .string(jobID)])]).serializedBytes()
+        var payload: [String: JSONValue] = ["aps": .object(aps)]
+        switch dialect {
+        case .herald: payload["herald"] = .object(["id": .string(jobID)])
+        case .openpush:
+            if let recipient {
+                payload["op_message_id"] = .string(openPushMessageID(jobID: jobID, subscriptionID: recipient.subscriptionID))
+            }
+        case .plain, .pushbib: break
+        }
+        let bytes = JSONValue.object(payload).serializedBytes()
         guard bytes.count <= limit else { throw Failure(reason: .payloadTooLarge, bytes: bytes.count, limit: limit) }
         return Rendered(bytes: bytes, truncated: false, isBackground: false)
     }

@@ -13,6 +13,20 @@ public enum FCMMessage {
         case sdk
         /// Android shows an FCM notification message (apps without the SDK).
         case plain
+        /// The Pushbib SDK renders a data-only message in its own keys.
+        case pushbib
+        /// An iOS device registered with an FCM token (BV Garner): the notification travels in
+        /// the message's `apns` block, which FCM hands to APNs.
+        case ios
+
+        /// The mode of a subscription written in `dialect`, on `platform`.
+        public init(dialect: PayloadDialect, platform: Platform) {
+            switch dialect {
+            case .herald, .openpush: self = .sdk
+            case .pushbib: self = .pushbib
+            case .plain: self = platform == .ios ? .ios : .plain
+            }
+        }
     }
 
     /// Everything rendering needs besides the job content.
@@ -73,7 +87,7 @@ public enum FCMMessage {
         var size = payloadBytes(message)
         if size > maxPayloadBytes, let original = body, !original.isEmpty {
             // The `truncated` marker itself costs bytes ("truncated" + "1" in SDK data).
-            let marker = target.mode == .sdk ? "truncated".utf8.count + 1 : 0
+            let marker = target.mode == .sdk || target.mode == .pushbib ? "truncated".utf8.count + 1 : 0
             let excess = size - maxPayloadBytes + marker + ellipsis.utf8.count
             let budget = original.utf8.count - excess
             if budget > 0 {
@@ -99,10 +113,18 @@ public enum FCMMessage {
             android["ttl"] = .string("\(min(max(ttl, 0), maxTTLSeconds))s")
         }
         if let package = target.restrictedPackageName { android["restricted_package_name"] = .string(package) }
-        let data: [String: JSONValue] = [
-            "herald_id": .string(jobID), "voip": .string("1"),
-            "data": .string(JSONValue.object(voip.data.mapValues { .string($0) }).serialized()),
-        ]
+        var data: [String: JSONValue]
+        if target.mode == .pushbib {
+            // Each data key a flat string extra, plus the marker (Pushbib: "the data you sent plus
+            // pushbib_voip: "1"").
+            data = voip.data.filter { !isReserved($0.key) }.mapValues { .string($0) }
+            data["pushbib_voip"] = .string("1")
+        } else {
+            data = [
+                "herald_id": .string(jobID), "voip": .string("1"),
+                "data": .string(JSONValue.object(voip.data.mapValues { .string($0) }).serialized()),
+            ]
+        }
         let message = JSONValue.object(["token": .string(target.token), "android": .object(android), "data": .object(data)])
         let size = payloadBytes(message)
         guard size <= maxPayloadBytes else {
@@ -127,12 +149,15 @@ public enum FCMMessage {
             android["ttl"] = .string("\(min(max(expiresAt.seconds - now.seconds, 0), maxTTLSeconds))s")
         }
         if let package = target.restrictedPackageName { android["restricted_package_name"] = .string(package) }
+        // Pushbib names the event `action` and the state `contentState`, and marks the message.
+        let pushbib = target.mode == .pushbib
         var data: [String: String] = [
-            "herald_id": jobID, "live_update": update.event.rawValue.uppercased(), "activity_id": update.activityID,
-            "stream_id": update.streamID, "sequence": String(update.sequence),
-            "content_state": JSONValue.object(update.contentState).serialized(),
+            "herald_id": jobID, pushbib ? "action" : "live_update": update.event.rawValue.uppercased(),
+            "activity_id": update.activityID, "stream_id": update.streamID, "sequence": String(update.sequence),
+            pushbib ? "contentState" : "content_state": JSONValue.object(update.contentState).serialized(),
             "timestamp": String(update.timestamp ?? now.seconds),
         ]
+        if pushbib { data["pushbib_live_update"] = "1" }
         if let alert = update.alert {
             var members: [String: JSONValue] = ["title": .string(alert.title), "body": .string(alert.body)]
             if let sound = alert.sound { members["sound"] = .string(sound) }
@@ -170,9 +195,11 @@ public enum FCMMessage {
         return String(text[..<end])
     }
 
-    /// The bytes FCM counts: every data key and value, and the notification's title, body and image.
+    /// The bytes FCM counts: every data key and value, and the notification's title, body and
+    /// image; for an iOS device, also the APNs payload, which FCM hands on with the data keys.
     static func payloadBytes(_ message: JSONValue) -> Int {
         var total = 0
+        if let payload = message["apns"]?["payload"] { total += payload.serialized().utf8.count }
         for case .object(let data)? in [message["data"], message["android"]?["data"]] {
             for (key, value) in data { total += key.utf8.count + (value.stringValue?.utf8.count ?? value.serialized().utf8.count) }
         }
@@ -198,9 +225,16 @@ public enum FCMMessage {
         if let package = target.restrictedPackageName { android["restricted_package_name"] = .string(package) }
 
         var data: [String: String] = ["herald_id": jobID]
-        if let url = content.url { data["url"] = url }
-        if let appData = content.data { data["data"] = appData.serialized() }
+        if target.mode != .pushbib {
+            if let url = content.url { data["url"] = url }
+            if let appData = content.data { data["data"] = appData.serialized() }
+        }
         switch target.mode {
+        case .pushbib:
+            pushbibData(&data, content: content, title: title, body: body, isAlert: isAlert, truncated: truncated, target: target)
+        case .ios:
+            android = [:]
+            message["apns"] = iosBlock(content: content, title: title, subtitle: content.text(for: target.language).subtitle, body: body, isAlert: isAlert, expiresAt: expiresAt, priority: priority)
         case .sdk:
             if let title { data["title"] = title }
             if let body { data["body"] = body }
@@ -240,7 +274,7 @@ public enum FCMMessage {
             if isAlert { android["notification"] = .object(androidNotification) }
         }
         message["data"] = .object(data.filter { !isReserved($0.key) }.mapValues { .string($0) })
-        message["android"] = .object(android)
+        if target.mode != .ios { message["android"] = .object(android) }
         var result = JSONValue.object(message)
         if let raw = content.fcm { result = merge(result, .object(raw)) }
         return result

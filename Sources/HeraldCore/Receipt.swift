@@ -41,6 +41,7 @@ public struct Receipt: Sendable, Equatable {
         case providerError = "provider-error"
         case noCredentials = "no-credentials"
         case unknownChannel = "unknown-channel"
+        case unsupportedByProfile = "unsupported-by-profile"
         // dropped
         case expired
         case staleSequence = "stale-sequence"

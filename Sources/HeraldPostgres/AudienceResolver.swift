@@ -14,10 +14,14 @@ public struct AudienceMember: Sendable, Equatable {
     public var language: String?
     public var timeZone: String?
     public var voipToken: String?
+    /// The provider that holds ``token``: APNs or FCM for iOS (an iOS app built on Firebase
+    /// registers an FCM token), FCM for Android.
+    public var provider: Receipt.Provider
 
-    /// Creates a member.
+    /// Creates a member; `provider` nil is the platform's own (APNs for iOS, FCM for Android).
     public init(id: String, platform: Platform, token: String, sandbox: Bool, sdk: Bool,
-                language: String?, timeZone: String?, voipToken: String?) {
+                language: String?, timeZone: String?, voipToken: String?, provider: Receipt.Provider? = nil) {
+        self.provider = provider ?? (platform == .ios ? .apns : .fcm)
         self.id = id
         self.platform = platform
         self.token = token
@@ -29,13 +33,14 @@ public struct AudienceMember: Sendable, Equatable {
     }
 
     /// The columns read, in `decode`'s order.
-    static let columns = "id, platform, token, sandbox, sdk, language, time_zone, voip_token"
+    static let columns = "id, platform, token, sandbox, sdk, language, time_zone, voip_token, provider"
 
     static func decode(_ row: PostgresRow) -> AudienceMember? {
         guard let id = row.string(0), let platformName = row.string(1), let platform = Platform(rawValue: platformName),
               let token = row.string(2) else { return nil }
         return AudienceMember(id: id, platform: platform, token: token, sandbox: row.bool(3), sdk: row.bool(4),
-                              language: row.string(5), timeZone: row.string(6), voipToken: row.string(7))
+                              language: row.string(5), timeZone: row.string(6), voipToken: row.string(7),
+                              provider: row.string(8).flatMap(Receipt.Provider.init(rawValue:)))
     }
 }
 

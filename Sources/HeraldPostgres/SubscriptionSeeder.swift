@@ -7,6 +7,9 @@ public struct SeedOptions: Sendable {
     public var devices: Int
     /// Share of iOS devices (the rest are Android).
     public var iosShare: Double = 0.5
+    /// Share of iOS devices registered through Firebase (an FCM token, `provider` = `fcm`), as
+    /// BV Garner's SDK does. 0 draws nothing, so older seeds give the same rows.
+    public var iosFCMShare: Double = 0
     /// Share of devices running a Herald-compatible SDK.
     public var sdkShare: Double = 0.8
     /// Share of devices that opted out.
@@ -77,7 +80,7 @@ public struct SubscriptionSeeder: Sendable {
             try await connection.query("DELETE FROM subscriptions WHERE app_id = $1", [options.appID])
             let copied = try await connection.copyIn("""
                 COPY subscriptions (id, app_id, platform, token, sandbox, sdk, external_id, tags, language, lat, long,
-                                    time_zone, opted_in, last_session_at, session_count, voip_token, token_updated_at) FROM STDIN
+                                    time_zone, opted_in, last_session_at, session_count, voip_token, token_updated_at, provider) FROM STDIN
                 """) { buffer in generator.fill(&buffer) }
             for statement in rebuild { try await connection.execute(statement) }
             let orphans = try await connection.query(
@@ -168,9 +171,10 @@ final class SeedGenerator: @unchecked Sendable {
         out += appField
         out.append(tab)
         let ios = chance(options.iosShare)
+        let viaFCM = ios && options.iosFCMShare > 0 && chance(options.iosFCMShare)
         out += Array((ios ? "ios" : "android").utf8)
         out.append(tab)
-        if ios {
+        if ios && !viaFCM {
             for _ in 0..<4 { appendHex(random.next(), 16, &out) }
         } else {
             for _ in 0..<22 { out.append(SeedGenerator.tokenAlphabet[Int(random.next() & 63)]) }
@@ -178,7 +182,7 @@ final class SeedGenerator: @unchecked Sendable {
             for _ in 0..<134 { out.append(SeedGenerator.tokenAlphabet[Int(random.next() & 63)]) }
         }
         out.append(tab)
-        out.append(ios && chance(0.1) ? UInt8(ascii: "t") : UInt8(ascii: "f"))  // sandbox
+        out.append(ios && !viaFCM && chance(0.1) ? UInt8(ascii: "t") : UInt8(ascii: "f"))  // sandbox
         out.append(tab)
         out.append(chance(options.sdkShare) ? UInt8(ascii: "t") : UInt8(ascii: "f"))
         out.append(tab)
@@ -229,6 +233,8 @@ final class SeedGenerator: @unchecked Sendable {
         if ios && chance(0.2) { for _ in 0..<4 { appendHex(random.next(), 16, &out) } } else { out += nullField }
         out.append(tab)
         out += Array(options.reference.adding(seconds: -Int64(random.next() % (365 * 86_400))).rfc3339.utf8)
+        out.append(tab)
+        if viaFCM { out += Array("fcm".utf8) } else { out += nullField }
         out.append(UInt8(ascii: "\n"))
     }
 

@@ -137,7 +137,54 @@ public final class FCMSimulator: Sendable {
                 return ("message.android.notification", "must be an object")
             }
         }
+        if let apns = message["apns"], let problem = validateAPNs(apns) { return problem }
         if dataBytes > 4096 { return ("message", "Message is too big: data exceeds 4096 bytes") }
+        return nil
+    }
+
+    /// The first rule a message's `apns` block (ApnsConfig) breaks: string headers Apple knows
+    /// the values of, a payload with an `aps` dictionary within APNs's 4096 bytes, a background
+    /// push with only `content-available` and priority 5, and `fcm_options.image` a string.
+    static func validateAPNs(_ apns: JSONValue) -> (String, String)? {
+        guard case .object(let config) = apns else { return ("message.apns", "must be an object") }
+        var pushType = "alert"
+        var priority = "10"
+        if let headers = config["headers"] {
+            guard case .object(let fields) = headers else { return ("message.apns.headers", "must be a map of strings") }
+            for (name, value) in fields where value.stringValue == nil { return ("message.apns.headers.\(name)", "Invalid value (TYPE_STRING)") }
+            if let value = fields["apns-push-type"]?.stringValue {
+                guard ["alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity"].contains(value) else {
+                    return ("message.apns.headers.apns-push-type", "Invalid APNs push type \(value)")
+                }
+                pushType = value
+            }
+            if let value = fields["apns-priority"]?.stringValue {
+                guard ["1", "5", "10"].contains(value) else { return ("message.apns.headers.apns-priority", "Invalid APNs priority \(value)") }
+                priority = value
+            }
+            if let value = fields["apns-collapse-id"]?.stringValue, value.utf8.count > 64 {
+                return ("message.apns.headers.apns-collapse-id", "BadCollapseId: longer than 64 bytes")
+            }
+            if let value = fields["apns-expiration"]?.stringValue, Int64(value) == nil {
+                return ("message.apns.headers.apns-expiration", "BadExpirationDate")
+            }
+        }
+        if let payload = config["payload"] {
+            guard case .object(let members) = payload, case .object(let aps)? = members["aps"] else {
+                return ("message.apns.payload", "must be an object with an aps dictionary")
+            }
+            if payload.serializedBytes().count > 4096 { return ("message.apns.payload", "PayloadTooLarge") }
+            if pushType == "background" {
+                guard aps.keys.sorted() == ["content-available"], aps["content-available"] == .int(1) else {
+                    return ("message.apns.payload.aps", "a background push holds only content-available: 1")
+                }
+                guard priority == "5" else { return ("message.apns.headers.apns-priority", "a background push must have priority 5") }
+            }
+        }
+        if let options = config["fcm_options"] {
+            guard case .object(let fields) = options else { return ("message.apns.fcm_options", "must be an object") }
+            if let image = fields["image"], image.stringValue == nil { return ("message.apns.fcm_options.image", "must be a string") }
+        }
         return nil
     }
 

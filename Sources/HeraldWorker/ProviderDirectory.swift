@@ -150,10 +150,13 @@ public final class AppDelivery: Sendable {
         return String(url[..<schemeEnd.upperBound]) + authority
     }
 
-    /// The provider that serves `platform`.
-    public static func provider(for platform: Platform) -> Receipt.Provider {
-        platform == .ios ? .apns : .fcm
+    /// The provider a `kind` job reaches `member` through: the one holding its token, except that
+    /// VoIP and live activities on iOS always go to APNs (PushKit and ActivityKit tokens are APNs
+    /// tokens, whoever holds the device's notification token).
+    public static func provider(for member: AudienceMember, kind: Job.Kind) -> Receipt.Provider {
+        member.platform == .ios && kind != .notification ? .apns : member.provider
     }
+
 
     /// Why `provider` is halted for this app; nil when sending.
     public func haltReason(_ provider: Receipt.Provider) -> String? {
@@ -194,55 +197,33 @@ public final class AppDelivery: Sendable {
     /// Renders and sends `job` to `member`; `target` is the token to use (the VoIP token for VoIP
     /// jobs on iOS).
     public func send(_ job: Job, to member: AudienceMember, token: String, now: Timestamp) async -> DeliveryOutcome {
-        // A channel carries settings for both platforms (Android's channel, iOS's sound and
-        // interruption level): a job naming one the app does not have is wrong on every device,
-        // and sending it without them would be a guess.
-        if let key = job.content?.channel, settings.channels[key] == nil {
-            return .failed(reason: .unknownChannel, providerReason: "content.channel \"\(key)\" names no channel of app \(settings.id)")
-        }
-        switch member.platform {
-        case .ios:
-            guard let apns else { return .failed(reason: .noCredentials, providerReason: "the app has no APNs credentials") }
+        let rendered = PushRender.render(job, to: member, token: token, app: settings, now: now)
+        if case .failed(.unknownChannel, let detail) = rendered { return .failed(reason: .unknownChannel, providerReason: detail) }
+        switch Self.provider(for: member, kind: job.kind) {
+        case .apns:
             let client: APNsClient
             switch apns {
-            case .success(let value): client = value
-            case .failure(let problem): return .credentialFault(providerReason: problem.reason, haltReason: problem.haltReason)
+            case nil: return .failed(reason: .noCredentials, providerReason: "the app has no APNs credentials")
+            case .failure(let problem)?: return .credentialFault(providerReason: problem.reason, haltReason: problem.haltReason)
+            case .success(let value)?: client = value
             }
-            let notification: APNsNotification
-            do {
-                notification = try APNsNotification.forJob(job, target: APNsNotification.Target(
-                    subscriptionID: member.id, deviceToken: token, sandbox: member.sandbox, language: member.language,
-                    channel: job.content?.channel.flatMap { settings.channels[$0] }), now: now)
-            } catch {
-                return .failed(reason: error.reason, providerReason: error.description)
+            switch rendered {
+            case .apns(let notification): return DeliveryOutcome(await client.send(notification))
+            case .failed(let reason, let detail): return .failed(reason: reason, providerReason: detail)
+            case .fcm: return .failed(reason: .badRequest, providerReason: "an FCM message rendered for an APNs send")
             }
-            return DeliveryOutcome(await client.send(notification))
-        case .android:
-            guard let fcm else { return .failed(reason: .noCredentials, providerReason: "the app has no FCM credentials") }
+        case .fcm:
             let client: FCMClient
             switch fcm {
-            case .success(let value): client = value
-            case .failure(let problem): return .credentialFault(providerReason: problem.reason, haltReason: problem.haltReason)
+            case nil: return .failed(reason: .noCredentials, providerReason: "the app has no FCM credentials")
+            case .failure(let problem)?: return .credentialFault(providerReason: problem.reason, haltReason: problem.haltReason)
+            case .success(let value)?: client = value
             }
-            let mode: FCMMessage.Mode = member.sdk && settings.payloadProfile == "sdk" ? .sdk : .plain
-            let channel = job.content?.channel.flatMap { settings.channels[$0] }
-            let target = FCMMessage.Target(token: token, mode: mode, language: member.language, channel: channel?.definition)
-            let rendered: FCMMessage.Rendered
-            do {
-                if let content = job.content {
-                    rendered = try FCMMessage.render(jobID: job.id, content: content, expiresAt: job.expiresAt,
-                                                     priority: job.delivery.priority, target: target, now: now)
-                } else if let voip = job.voip {
-                    rendered = try FCMMessage.render(jobID: job.id, voip: voip, expiresAt: job.expiresAt, target: target, now: now)
-                } else if let update = job.liveActivity {
-                    rendered = try FCMMessage.render(jobID: job.id, liveActivity: update, expiresAt: job.expiresAt, target: target, now: now)
-                } else {
-                    return .failed(reason: .badRequest, providerReason: "nothing to render for a \(job.kind.rawValue) job on Android")
-                }
-            } catch {
-                return .failed(reason: error.reason, providerReason: error.description)
+            switch rendered {
+            case .fcm(let message): return DeliveryOutcome(await client.send(message))
+            case .failed(let reason, let detail): return .failed(reason: reason, providerReason: detail)
+            case .apns: return .failed(reason: .badRequest, providerReason: "an APNs request rendered for an FCM send")
             }
-            return DeliveryOutcome(await client.send(rendered))
         }
     }
 

@@ -397,7 +397,7 @@ final class ShardRun {
                     try await handle(try await group.next(), &group)
                 }
                 if throttle != nil {
-                    let provider = AppDelivery.provider(for: member.platform)
+                    let provider = AppDelivery.provider(for: member, kind: job.kind)
                     while !warmedProviders.contains(provider) && running > 0 {
                         try await handle(try await group.next(), &group)
                     }
@@ -490,7 +490,7 @@ final class ShardRun {
         let appID = self.appID
         group.addTask {
             // The provider ceiling's wait happens in the send's own task: the window bounds it.
-            await rateLimits?.acquire(appID: appID, provider: AppDelivery.provider(for: member.platform), urgent: job.delivery.urgent)
+            await rateLimits?.acquire(appID: appID, provider: AppDelivery.provider(for: member, kind: job.kind), urgent: job.delivery.urgent)
             let started = ContinuousClock.now
             let outcome = await delivery.send(job, to: member, token: token, now: .now)
             let elapsed = ContinuousClock.now - started
@@ -543,7 +543,7 @@ final class ShardRun {
             drop(member, .expired, attempts: attempts)
             return true
         }
-        let provider = AppDelivery.provider(for: member.platform)
+        let provider = AppDelivery.provider(for: member, kind: job.kind)
         if let reason = delivery.haltReason(provider) {
             park(member, kind: .halted(provider), attempts: attempts, due: .now, reason: reason, firstAttemptAt: firstAttemptAt)
             announceHalt(provider, reason: reason)
@@ -571,7 +571,7 @@ final class ShardRun {
         case .sent(let member, let attempts, let firstAttemptAt, let outcome, let seconds, let isRetry):
             running -= 1
             context.metrics.adjustInFlight(-1)
-            let provider = AppDelivery.provider(for: member.platform)
+            let provider = AppDelivery.provider(for: member, kind: job.kind)
             warmedProviders.insert(provider)
             context.metrics.sendDuration(provider: provider.rawValue, seconds: seconds)
             if isRetry, var entry = parked[member.id] {
@@ -678,7 +678,7 @@ final class ShardRun {
     private func drop(_ member: AudienceMember, _ reason: Receipt.Reason, attempts: Int) {
         settle(member, deviceReceipt(member, .dropped, reason: reason, attempts: attempts))
         counts.dropped += 1
-        context.metrics.notification(provider: AppDelivery.provider(for: member.platform).rawValue, outcome: "dropped")
+        context.metrics.notification(provider: AppDelivery.provider(for: member, kind: job.kind).rawValue, outcome: "dropped")
     }
 
     private func unregister(_ member: AudienceMember, reason: Receipt.Reason, providerReason: String, timestamp: Timestamp?, attempts: Int) {
@@ -691,7 +691,7 @@ final class ShardRun {
             invalidations.append(TokenInvalidation(subscriptionID: member.id, reason: String(providerReason.prefix(200)), providerTimestamp: timestamp))
         }
         counts.unregistered += 1
-        context.metrics.notification(provider: AppDelivery.provider(for: member.platform).rawValue, outcome: "unregistered")
+        context.metrics.notification(provider: AppDelivery.provider(for: member, kind: job.kind).rawValue, outcome: "unregistered")
     }
 
     private func park(_ member: AudienceMember, kind: ParkedSubscription.Kind, attempts: Int, due: Timestamp, reason: String, firstAttemptAt: Timestamp) {
@@ -724,7 +724,7 @@ final class ShardRun {
         }
         announceHalt(provider, reason: reason.rawValue)
         for (id, entry) in parked where !entry.inFlight {
-            if case .awaitingVerdict = entry.kind, AppDelivery.provider(for: entry.member.platform) == provider {
+            if case .awaitingVerdict = entry.kind, AppDelivery.provider(for: entry.member, kind: job.kind) == provider {
                 var updated = entry
                 updated.kind = .halted(provider)
                 updated.dirty = true
@@ -758,7 +758,7 @@ final class ShardRun {
     /// One parked subscription's turn of ``settleParked(final:)``.
     private func settleParked(_ entry: ParkedSubscription, final: Bool) {
         let id = entry.member.id
-        let provider = AppDelivery.provider(for: entry.member.platform)
+        let provider = AppDelivery.provider(for: entry.member, kind: job.kind)
         if cancelled {
             drop(entry.member, .cancelled, attempts: entry.attempts)
             return
@@ -886,7 +886,7 @@ final class ShardRun {
             entry.persisted = true
             entry.dirty = false
             if reason.hasPrefix("halted:") {
-                let provider = AppDelivery.provider(for: member.platform)
+                let provider = AppDelivery.provider(for: member, kind: job.kind)
                 if let haltReason = delivery.haltReason(provider) {
                     entry.kind = .halted(provider)
                     entry.lastReason = haltReason

@@ -237,8 +237,9 @@ struct AppChange {
             }
         }
         payloadProfile = options.string("--payload-profile")
-        if let profile = payloadProfile, profile != "sdk" && profile != "plain" {
-            throw Refusal(status: 65, message: "--payload-profile is sdk or plain, not \(AppsCommand.quoted(profile))")
+        if let profile = payloadProfile, PayloadProfile(rawValue: profile) == nil {
+            let names = PayloadProfile.allCases.map(\.rawValue).joined(separator: ", ")
+            throw Refusal(status: 65, message: "--payload-profile is one of \(names), not \(AppsCommand.quoted(profile))")
         }
         if let path = options.string("--apns-key") {
             apnsKeyPEM = try AppChange.p8(at: path)

@@ -8,7 +8,7 @@ import HeraldPostgres
 enum SeedCommand {
     static let usage = """
         usage: herald seed [--database-url URL] --app APP [--devices N] --credentials-from DIR
-                           [--ios-share 0.5] [--sdk-share 0.8] [--opted-out-share 0.02] [--seed 1] [--name NAME]
+                           [--ios-share 0.5] [--ios-fcm-share 0] [--sdk-share 0.8] [--opted-out-share 0.02] [--seed 1] [--name NAME]
           DIR holds apns-key.p8 and apns.json {"key_id","team_id","bundle_id"[,"environment"]} and/or
           fcm-service-account.json, as `herald sim` writes them. Credentials are stored encrypted
           under HERALD_CREDENTIALS_KEY (32 random bytes, base64). Without --devices only the app and its
@@ -40,7 +40,7 @@ enum SeedCommand {
                 }
                 devices = number
             case "--credentials-from": directory = value
-            case "--ios-share", "--sdk-share", "--opted-out-share":
+            case "--ios-share", "--ios-fcm-share", "--sdk-share", "--opted-out-share":
                 guard let share = Double(value), (0...1).contains(share) else {
                     Console.error("herald seed: \(argument) must be a number from 0 to 1")
                     return 64
@@ -79,6 +79,7 @@ enum SeedCommand {
         }
         var options = SeedOptions(appID: app, devices: devices ?? 0)
         options.iosShare = shares["--ios-share"] ?? options.iosShare
+        options.iosFCMShare = shares["--ios-fcm-share"] ?? options.iosFCMShare
         options.sdkShare = shares["--sdk-share"] ?? options.sdkShare
         options.optedOutShare = shares["--opted-out-share"] ?? options.optedOutShare
         options.seed = seed

@@ -2,7 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldCrypto
 import HeraldHTTP2
-import HeraldSim
+@testable import HeraldSim
 import Testing
 
 @Suite(.timeLimit(.minutes(2))) struct FCMSimulatorTests {
@@ -85,5 +85,20 @@ import Testing
         #expect(mismatch.status == 403)
         #expect(errorCode(mismatch) == "SENDER_ID_MISMATCH")
         client.shutdown()
+    }
+
+    @Test func theAPNsBlockOfAnIOSMessageIsChecked() throws {
+        func problem(_ json: String) throws -> String? {
+            guard case .object(let message) = try JSONValue.parse(Array(json.utf8)) else { return "not an object" }
+            return FCMSimulator.validate(message)?.0
+        }
+        #expect(try problem(#"{"token":"t","apns":{"headers":{"apns-push-type":"alert","apns-priority":"10"},"payload":{"aps":{"alert":{"title":"T"}}},"fcm_options":{"image":"https://i/x.png"}}}"#) == nil)
+        #expect(try problem(#"{"token":"t","apns":{"headers":{"apns-priority":10}}}"#) == "message.apns.headers.apns-priority")
+        #expect(try problem(#"{"token":"t","apns":{"headers":{"apns-push-type":"shout"}}}"#) == "message.apns.headers.apns-push-type")
+        #expect(try problem(#"{"token":"t","apns":{"payload":{"alert":"no aps"}}}"#) == "message.apns.payload")
+        #expect(try problem(#"{"token":"t","apns":{"headers":{"apns-push-type":"background","apns-priority":"10"},"payload":{"aps":{"content-available":1}}}}"#) == "message.apns.headers.apns-priority")
+        #expect(try problem(#"{"token":"t","apns":{"headers":{"apns-push-type":"background","apns-priority":"5"},"payload":{"aps":{"content-available":1,"badge":1}}}}"#) == "message.apns.payload.aps")
+        #expect(try problem(#"{"token":"t","apns":{"headers":{"apns-collapse-id":"\#(String(repeating: "c", count: 65))"}}}"#) == "message.apns.headers.apns-collapse-id")
+        #expect(try problem(#"{"token":"t","apns":{"payload":{"aps":{"alert":"\#(String(repeating: "x", count: 4100))"}}}}"#) == "message.apns.payload")
     }
 }
