@@ -23,19 +23,39 @@ public struct QuietWindow: Sendable, Equatable {
     }
 }
 
+/// An app's quiet hours (`apps.quiet_start`/`quiet_end`/`respect_quiet_hours`): the window of
+/// devices without their own, and whether jobs that do not say are held by it.
+public struct AppQuietHours: Sendable, Equatable {
+    /// The window of subscriptions without their own (20:00–08:00 unless the app sets one).
+    public var window: QuietWindow
+    /// Whether a job without `respect_quiet_hours` respects quiet hours (off by default, so
+    /// producers see no change unless the app opts in).
+    public var respectByDefault: Bool
+
+    /// An app's policy.
+    public init(window: QuietWindow = .default, respectByDefault: Bool = false) {
+        self.window = window
+        self.respectByDefault = respectByDefault
+    }
+}
+
 /// What the scheduling rules need to know about one subscription.
 public struct SubscriptionTiming: Sendable, Equatable {
     public var id: String
     public var platform: Platform?
     /// IANA zone name; nil uses the app's default zone.
     public var timeZone: String?
-    /// The device's quiet window; nil uses ``QuietWindow/default``.
+    /// The device's quiet window; nil uses the app's (``AppQuietHours/window``).
     public var quiet: QuietWindow?
+    /// The device turned quiet hours off (BV Garner's `disableQuietHours`): never held.
+    public var quietDisabled: Bool = false
     /// Sessions per local hour, 24 counts (hour h is element h); nil when unknown.
     public var histogram: [Int]?
 
     /// A subscription's timing facts.
-    public init(id: String, platform: Platform? = nil, timeZone: String?, quiet: QuietWindow?, histogram: [Int]?) {
+    public init(id: String, platform: Platform? = nil, timeZone: String?, quiet: QuietWindow?, histogram: [Int]?,
+                quietDisabled: Bool = false) {
+        self.quietDisabled = quietDisabled
         self.id = id
         self.platform = platform
         self.timeZone = timeZone
@@ -126,8 +146,11 @@ public enum DeliveryTiming {
     }
 
     /// When `subscription` gets a job with `delivery`, planned at `now`: local time or best
-    /// hour first, then held to the end of its quiet window when that instant falls inside it.
-    public static func release(_ subscription: SubscriptionTiming, delivery: Delivery, defaultZone: String, now: Timestamp) -> PlannedRelease {
+    /// hour first, then held to the end of its quiet window when that instant falls inside it
+    /// (when the job respects quiet hours, by its own flag or the app's default, and the device
+    /// has not turned them off; never for an urgent job).
+    public static func release(_ subscription: SubscriptionTiming, delivery: Delivery, defaultZone: String,
+                               quietHours: AppQuietHours = AppQuietHours(), now: Timestamp) -> PlannedRelease {
         let zone = zone(subscription.timeZone, fallback: defaultZone)
         let start = Timestamp(seconds: now.seconds)
         var at = start
@@ -140,7 +163,8 @@ public enum DeliveryTiming {
             at = nextHour(hour, zone: zone, now: now)
             reason = .bestHour
         }
-        if delivery.respectQuietHours, let end = quietEnd(subscription.quiet ?? .default, zone: zone, at: at) {
+        let respect = !delivery.urgent && (delivery.respectQuietHours ?? quietHours.respectByDefault)
+        if respect, !subscription.quietDisabled, let end = quietEnd(subscription.quiet ?? quietHours.window, zone: zone, at: at) {
             return .at(end, reason: .quietHours, reported: true)
         }
         return .at(at, reason: reason, reported: false)

@@ -396,7 +396,9 @@ public struct Delivery: Sendable, Equatable {
     /// Minutes after local midnight at which each device gets it.
     public var localTimeMinutes: Int?
     public var sameDayOnly: Bool = false
-    public var respectQuietHours: Bool = false
+    /// Hold the push while the device is in its quiet window; nil: the app's default
+    /// (`apps.respect_quiet_hours`, off unless the app opts in).
+    public var respectQuietHours: Bool?
     public var bestHour: Bool = false
     public var throttlePerMinute: Int64?
 
@@ -409,7 +411,7 @@ public struct Delivery: Sendable, Equatable {
         sendAfter = try reader.optionalTimestamp("send_after")
         localTimeMinutes = try reader.optionalString("local_time", Identifiers.clockTime).flatMap(Identifiers.parseClockTime)
         sameDayOnly = try reader.optionalBool("same_day_only") ?? false
-        respectQuietHours = try reader.optionalBool("respect_quiet_hours") ?? false
+        respectQuietHours = try reader.optionalBool("respect_quiet_hours")
         bestHour = try reader.optionalBool("best_hour") ?? false
         throttlePerMinute = try reader.optionalInt("throttle_per_minute", in: 1...100_000_000)
         if localTimeMinutes != nil && bestHour {

@@ -38,8 +38,11 @@ public enum SubJob {
         if let subscriptionIDs {
             members["audience"] = .object(["subscription_ids": .array(subscriptionIDs.map(JSONValue.string))])
         }
-        if var delivery = members["delivery"]?.objectValue {
+        if var delivery = members["delivery"]?.objectValue ?? (removing.contains("respect_quiet_hours") ? [:] : nil) {
             for key in removing { delivery.removeValue(forKey: key) }
+            // Planned for its quiet hours already: an explicit false, so the app's default does
+            // not hold it a second time.
+            if removing.contains("respect_quiet_hours") { delivery["respect_quiet_hours"] = .bool(false) }
             members["delivery"] = .object(delivery)
         }
         return .object(members)
@@ -63,9 +66,22 @@ extension Job {
     }
 
     /// Whether planning it means scheduling (at `now`): a future `send_after`, or timing per
-    /// subscription (local time, quiet hours, best hour).
-    public func needsScheduling(at now: Timestamp) -> Bool {
+    /// subscription (local time, quiet hours, best hour). `quietHours` is the app's policy.
+    public func needsScheduling(at now: Timestamp, quietHours: AppQuietHours = AppQuietHours()) -> Bool {
         if let sendAfter = delivery.sendAfter, sendAfter > now { return true }
-        return delivery.localTimeMinutes != nil || delivery.respectQuietHours || delivery.bestHour
+        return delivery.localTimeMinutes != nil || respectsQuietHours(quietHours) || delivery.bestHour
+    }
+
+    /// Whether this job is held in quiet hours: its own `respect_quiet_hours`, else the app's
+    /// default. Urgent jobs and live activities never are.
+    public func respectsQuietHours(_ app: AppQuietHours) -> Bool {
+        if delivery.urgent || kind == .liveActivity { return false }
+        return delivery.respectQuietHours ?? app.respectByDefault
+    }
+
+    /// Whether the app's quiet-hours default matters to this job (it names no
+    /// `respect_quiet_hours` of its own and could be held): only then is the app read.
+    public var dependsOnAppQuietHours: Bool {
+        delivery.respectQuietHours == nil && !delivery.urgent && kind != .liveActivity
     }
 }

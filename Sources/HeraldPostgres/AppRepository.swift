@@ -45,6 +45,8 @@ public struct AppSettings: Sendable, Equatable {
     /// Why APNs / FCM sends are halted; nil = sending.
     public var apnsHaltedReason: String?
     public var fcmHaltedReason: String?
+    /// The app's quiet window and whether jobs respect it when they do not say.
+    public var quietHours = AppQuietHours()
     /// The app's notification channels by key (read with the app, so a shard sees the current versions).
     public var channels: [String: NotificationChannel] = [:]
     /// Why stored APNs / FCM credentials could not be opened under any configured key (read by
@@ -102,6 +104,15 @@ public struct AppRepository: Sendable {
 
     static func binding(_ appID: String, _ column: String) -> String { "herald:apps:\(appID):\(column)" }
 
+    /// `quiet_start`, `quiet_end` (`HH:MM`) and `respect_quiet_hours` as query values.
+    static func quietValues(_ quiet: AppQuietHours) -> [String?] {
+        func clock(_ minutes: Int) -> String {
+            let hours = minutes / 60, rest = minutes % 60
+            return (hours < 10 ? "0" : "") + "\(hours):" + (rest < 10 ? "0" : "") + "\(rest)"
+        }
+        return [clock(quiet.window.startMinutes), clock(quiet.window.endMinutes), quiet.respectByDefault ? "true" : "false"]
+    }
+
     /// Creates the app or replaces its name and credentials (halts are left as they are).
     public func upsert(id: String, name: String, apns: APNsTokenCredentials?, fcm: FCMCredentials?,
                        payloadProfile: String = "sdk") async throws(PostgresError) {
@@ -128,7 +139,8 @@ public struct AppRepository: Sendable {
     /// The columns ``decode(_:)`` reads, in its order.
     static let settingsColumns = """
         id, name, apns_key_id, apns_team_id, apns_bundle_id, apns_environment, apns_credentials,
-        fcm_project_id, fcm_credentials, payload_profile, default_time_zone, apns_halted_reason, fcm_halted_reason, apns_auth
+        fcm_project_id, fcm_credentials, payload_profile, default_time_zone, apns_halted_reason, fcm_halted_reason, apns_auth,
+        quiet_start::text, quiet_end::text, respect_quiet_hours
         """
 
     /// The app with decrypted credentials; nil when unknown. A wrong key or an altered
@@ -177,6 +189,10 @@ public struct AppRepository: Sendable {
                                    defaultTimeZone: row[10] ?? "UTC", apnsHaltedReason: row[11], fcmHaltedReason: row[12])
         settings.apnsUnreadable = apnsUnreadable
         settings.fcmUnreadable = fcmUnreadable
+        settings.quietHours.respectByDefault = row[16] == "t"
+        if let start = row[14].flatMap(ScheduleRepository.minutes), let end = row[15].flatMap(ScheduleRepository.minutes) {
+            settings.quietHours.window = QuietWindow(startMinutes: start, endMinutes: end)
+        }
         return settings
     }
 
@@ -185,11 +201,12 @@ public struct AppRepository: Sendable {
         let sealed = try seal(app)
         let inserted = try await pool.query("""
             INSERT INTO apps (id, name, apns_auth, apns_key_id, apns_team_id, apns_bundle_id, apns_environment, apns_credentials,
-                              fcm_project_id, fcm_credentials, payload_profile, default_time_zone)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8::bytea, $9, $10::bytea, $11, $12)
+                              fcm_project_id, fcm_credentials, payload_profile, default_time_zone, quiet_start, quiet_end, respect_quiet_hours)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8::bytea, $9, $10::bytea, $11, $12, $13::time, $14::time, $15::boolean)
             ON CONFLICT (id) DO NOTHING
             """, [app.id, app.name, app.apns == nil ? nil : "token", app.apns?.keyID, app.apns?.teamID, app.apns?.bundleID,
-                  app.apns?.environment, sealed.apns, app.fcm?.projectID, sealed.fcm, app.payloadProfile, app.defaultTimeZone],
+                  app.apns?.environment, sealed.apns, app.fcm?.projectID, sealed.fcm, app.payloadProfile, app.defaultTimeZone]
+                + Self.quietValues(app.quietHours),
             idempotent: false)
         if inserted.affected == 0 { throw PostgresError(.invalidState, "app \(app.id) already exists (change it with `herald apps update`)") }
     }
@@ -214,10 +231,12 @@ public struct AppRepository: Sendable {
             try await connection.query("""
                 UPDATE apps SET name = $2, apns_auth = $3, apns_key_id = $4, apns_team_id = $5, apns_bundle_id = $6,
                                 apns_environment = $7, apns_credentials = $8::bytea, fcm_project_id = $9, fcm_credentials = $10::bytea,
-                                payload_profile = $11, default_time_zone = $12, updated_at = now()
+                                payload_profile = $11, default_time_zone = $12, quiet_start = $13::time, quiet_end = $14::time,
+                                respect_quiet_hours = $15::boolean, updated_at = now()
                 WHERE id = $1
                 """, [id, app.name, app.apns == nil ? nil : "token", app.apns?.keyID, app.apns?.teamID, app.apns?.bundleID,
-                      app.apns?.environment, sealed.apns, app.fcm?.projectID, sealed.fcm, app.payloadProfile, app.defaultTimeZone])
+                      app.apns?.environment, sealed.apns, app.fcm?.projectID, sealed.fcm, app.payloadProfile, app.defaultTimeZone]
+                    + Self.quietValues(app.quietHours))
             return app
         }
     }

@@ -86,15 +86,29 @@ extension ScheduleRepository {
 
     /// The app's default zone (subscriptions without a `time_zone`), or nil for an unknown app.
     public func defaultTimeZone(appID: String) async throws(PostgresError) -> String? {
-        let rows = try await pool.query("SELECT default_time_zone FROM apps WHERE id = $1", [appID])
-        return rows.rows.first?.first ?? nil
+        try await appTiming(appID: appID)?.zone
+    }
+
+    /// The app's scheduling defaults: its zone and its quiet hours; nil for an unknown app.
+    public func appTiming(appID: String) async throws(PostgresError) -> (zone: String, quietHours: AppQuietHours)? {
+        let rows = try await pool.query(
+            "SELECT default_time_zone, quiet_start::text, quiet_end::text, respect_quiet_hours FROM apps WHERE id = $1", [appID])
+        guard let row = rows.rows.first else { return nil }
+        var quiet = AppQuietHours(respectByDefault: row[3] == "t")
+        if let start = row[1].flatMap(Self.minutes), let end = row[2].flatMap(Self.minutes) {
+            quiet.window = QuietWindow(startMinutes: start, endMinutes: end)
+        }
+        return (row[0] ?? "UTC", quiet)
     }
 
     /// One keyset page of the audience's scheduling facts (zone, quiet window, histogram), in id
     /// order after `cursor`.
     public func timingPage(_ query: AudienceQuery, after cursor: String?, limit: Int) async throws(PostgresError) -> [SubscriptionTiming] {
         var parameters = SQLParameters(query.parameters)
-        var sql = "SELECT id, platform, time_zone, quiet_start::text, quiet_end::text, activity_histogram::text FROM subscriptions WHERE \(query.condition)"
+        var sql = """
+            SELECT id, platform, time_zone, quiet_start::text, quiet_end::text, activity_histogram::text, quiet_hours_disabled
+            FROM subscriptions WHERE \(query.condition)
+            """
         if let cursor { sql += " AND id > \(parameters.bind(cursor))::uuid" }
         sql += " ORDER BY id LIMIT \(parameters.bind(String(max(1, limit))))::bigint"
         let rows = try await pool.query(sql, parameters.values)
@@ -107,7 +121,8 @@ extension ScheduleRepository {
             let histogram = row[5].map { text in
                 text.trimmingPrefix("{").split(separator: "}").first.map { $0.split(separator: ",").compactMap { Int($0) } } ?? []
             }
-            return SubscriptionTiming(id: id, platform: row[1].flatMap(Platform.init(rawValue:)), timeZone: row[2], quiet: quiet, histogram: histogram?.count == 24 ? histogram : nil)
+            return SubscriptionTiming(id: id, platform: row[1].flatMap(Platform.init(rawValue:)), timeZone: row[2], quiet: quiet,
+                                      histogram: histogram?.count == 24 ? histogram : nil, quietDisabled: row[6] == "t")
         }
     }
 

@@ -96,7 +96,7 @@ public struct JobPlanner: Sendable {
         if planned.kind == .liveActivity {
             return try await liveActivities.run(planned, stored: stored)
         }
-        if let scheduling, planned.needsScheduling(at: scheduling.clock.now) {
+        if let scheduling, try await scheduling.needsScheduling(planned) {
             try await scheduling.plan(planned, state: stored?.state)
             return true
         }

@@ -39,6 +39,16 @@ public struct SchedulePlanner: Sendable {
         var reported: Bool
     }
 
+    /// Whether `job` is planned here rather than sent now: a future `send_after`, local time,
+    /// best hour, or quiet hours (its own `respect_quiet_hours`, else the app's default, read
+    /// only when the job leaves it to the app).
+    public func needsScheduling(_ job: Job) async throws(PostgresError) -> Bool {
+        let now = clock.now
+        if job.needsScheduling(at: now) { return true }
+        guard job.dependsOnAppQuietHours, let app = try await schedule.appTiming(appID: job.appID) else { return false }
+        return job.needsScheduling(at: now, quietHours: app.quietHours)
+    }
+
     /// Plans `job` (already stored in `jobs`, in state `state`) into sub-jobs. Repeating it after
     /// a crash stores nothing twice (sub-job ids are derived, and a known one is skipped).
     public func plan(_ job: Job, state: String?) async throws {
@@ -56,7 +66,9 @@ public struct SchedulePlanner: Sendable {
             try await store(job, id: id, body: body, due: due, reason: "send-after")
             subJobs = 1
         } else {
-            let defaultZone = try await schedule.defaultTimeZone(appID: job.appID) ?? "UTC"
+            let app = try await schedule.appTiming(appID: job.appID)
+            let defaultZone = app?.zone ?? "UTC"
+            let quietHours = app?.quietHours ?? AppQuietHours()
             let query = AudienceQuery(appID: job.appID, audience: job.audience ?? .all)
             var groups: [GroupKey: [SubscriptionTiming]] = [:]
             var numbers: [String: Int] = [:]
@@ -92,7 +104,8 @@ public struct SchedulePlanner: Sendable {
                 cursor = last.id
                 var drops: [Receipt] = []
                 for member in page {
-                    switch DeliveryTiming.release(member, delivery: job.delivery, defaultZone: defaultZone, now: now) {
+                    switch DeliveryTiming.release(member, delivery: job.delivery, defaultZone: defaultZone,
+                                                  quietHours: quietHours, now: now) {
                     case .drop(let reason):
                         drops.append(Receipt(jobID: root, appID: job.appID, stage: .dropped, subscriptionID: member.id,
                                              platform: member.platform, reason: reason, at: now))

@@ -10,13 +10,16 @@ import HeraldPostgres
 /// `show` prints SHA-256 fingerprints only.
 enum AppsCommand {
     static let usage = """
-    usage: herald apps add --id APP --name NAME [APNS] [--fcm-service-account FILE.json] [--time-zone AREA/CITY] [--payload-profile sdk|plain]
-           herald apps update --id APP [--name NAME] [APNS] [--fcm-service-account FILE.json] [--time-zone Z] [--payload-profile P]
+    usage: herald apps add --id APP --name NAME [APNS] [--fcm-service-account FILE.json] [--time-zone AREA/CITY] [PROFILE] [QUIET]
+           herald apps update --id APP [--name NAME] [APNS] [--fcm-service-account FILE.json] [--time-zone Z] [PROFILE] [QUIET]
            herald apps show --id APP [--json]
            herald apps list [--json]
            herald apps rekey [--old-key-env VAR]
       APNS: --apns-key FILE.p8 --apns-key-id KEYID --apns-team-id TEAMID --bundle-id BUNDLE [--apns-environment production|sandbox]
             (update: any of them; all but the environment when the app has no APNs key yet)
+      PROFILE: --payload-profile sdk|plain|openpush|pushbib (schemas/payloads.md)
+      QUIET: --quiet-hours HH:MM-HH:MM (devices without their own window; default 20:00-08:00)
+             --respect-quiet-hours true|false (jobs without delivery.respect_quiet_hours; default false)
       Every action also takes --database-url URL (default HERALD_DATABASE_URL). Credentials are sealed
       under HERALD_CREDENTIALS_KEY; rekey re-seals every app's under it (with its key id), opening them with
       HERALD_CREDENTIALS_KEY, the keys of HERALD_CREDENTIALS_OLD_KEYS and the key in $VAR.
@@ -205,6 +208,8 @@ struct AppChange {
     var fcm: (account: FCMServiceAccount, json: String)?
     var timeZone: String?
     var payloadProfile: String?
+    var quietWindow: QuietWindow?
+    var respectQuietHours: Bool?
 
     typealias Refusal = AppsCommand.Refusal
 
@@ -241,6 +246,20 @@ struct AppChange {
             let names = PayloadProfile.allCases.map(\.rawValue).joined(separator: ", ")
             throw Refusal(status: 65, message: "--payload-profile is one of \(names), not \(AppsCommand.quoted(profile))")
         }
+        if let text = options.string("--quiet-hours") {
+            let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+            guard parts.count == 2, let start = Identifiers.parseClockTime(String(parts[0])),
+                  let end = Identifiers.parseClockTime(String(parts[1])) else {
+                throw Refusal(status: 65, message: "--quiet-hours is HH:MM-HH:MM (e.g. 20:00-08:00; equal times turn the window off), not \(AppsCommand.quoted(text))")
+            }
+            quietWindow = QuietWindow(startMinutes: start, endMinutes: end)
+        }
+        if let text = options.string("--respect-quiet-hours") {
+            guard text == "true" || text == "false" else {
+                throw Refusal(status: 65, message: "--respect-quiet-hours is true or false, not \(AppsCommand.quoted(text))")
+            }
+            respectQuietHours = text == "true"
+        }
         if let path = options.string("--apns-key") {
             apnsKeyPEM = try AppChange.p8(at: path)
         }
@@ -254,6 +273,8 @@ struct AppChange {
         if let name { app.name = name }
         if let timeZone { app.defaultTimeZone = timeZone }
         if let payloadProfile { app.payloadProfile = payloadProfile }
+        if let quietWindow { app.quietHours.window = quietWindow }
+        if let respectQuietHours { app.quietHours.respectByDefault = respectQuietHours }
         if let fcm { app.fcm = FCMCredentials(projectID: fcm.account.projectID, serviceAccountJSON: fcm.json) }
         let touchesAPNs = apnsKeyPEM != nil || apnsKeyID != nil || apnsTeamID != nil || bundleID != nil || apnsEnvironment != nil
         guard touchesAPNs else { return nil }
@@ -286,6 +307,8 @@ struct AppChange {
         if fcm != nil { names.append("fcm service account") }
         if timeZone != nil { names.append("time zone") }
         if payloadProfile != nil { names.append("payload profile") }
+        if quietWindow != nil { names.append("quiet hours") }
+        if respectQuietHours != nil { names.append("respect quiet hours") }
         return names.isEmpty ? "nothing to change" : names.joined(separator: ", ")
     }
 
@@ -377,6 +400,10 @@ struct AppDescription {
             "fcm_halted_reason": app.fcmHaltedReason.map(JSONValue.string) ?? .null,
             "apns": .null,
             "fcm": .null,
+            "quiet_hours": .object([
+                "window": .string(AppDescription.window(app.quietHours.window)),
+                "respect_by_default": .bool(app.quietHours.respectByDefault),
+            ]),
         ]
         if let apns = app.apns {
             members["apns"] = .object([
@@ -417,8 +444,18 @@ struct AppDescription {
         } else {
             lines.append("fcm   none")
         }
+        lines.append("quiet hours=\(AppDescription.window(app.quietHours.window)) respect_by_default=\(app.quietHours.respectByDefault)")
         lines.append("halted apns=\(app.apnsHaltedReason ?? "no") fcm=\(app.fcmHaltedReason ?? "no")")
         return lines.joined(separator: "\n")
+    }
+
+    /// `HH:MM-HH:MM`.
+    static func window(_ window: QuietWindow) -> String {
+        func clock(_ minutes: Int) -> String {
+            let hours = minutes / 60, rest = minutes % 60
+            return (hours < 10 ? "0" : "") + "\(hours):" + (rest < 10 ? "0" : "") + "\(rest)"
+        }
+        return clock(window.startMinutes) + "-" + clock(window.endMinutes)
     }
 
     /// A listed app (no secrets were decrypted to list it).

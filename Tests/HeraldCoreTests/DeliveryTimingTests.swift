@@ -97,4 +97,33 @@ import Testing
         #expect(DeliveryTiming.release(newYork, delivery: delivery, defaultZone: "UTC", now: now)
                 == .at(try Self.at("2026-01-16T13:00:00Z"), reason: .quietHours, reported: true))
     }
+
+    @Test func theAppsQuietHoursApplyWhenTheJobDoesNotSayAndTheDeviceHasNotTurnedThemOff() throws {
+        let now = try Self.at("2026-01-15T22:30:00Z")  // 23:30 in Paris
+        let paris = SubscriptionTiming(id: "a", timeZone: "Europe/Paris", quiet: nil, histogram: nil)
+        let app = AppQuietHours(window: QuietWindow(startMinutes: 22 * 60, endMinutes: 7 * 60), respectByDefault: true)
+        let silent = Delivery()
+        // The job says nothing: the app's default holds it, to the end of the app's window (07:00).
+        #expect(DeliveryTiming.release(paris, delivery: silent, defaultZone: "UTC", quietHours: app, now: now)
+                == .at(try Self.at("2026-01-16T06:00:00Z"), reason: .quietHours, reported: true))
+        // Without the app's opt-in nothing changes for producers.
+        #expect(DeliveryTiming.release(paris, delivery: silent, defaultZone: "UTC", now: now) == .at(now, reason: nil, reported: false))
+        // The job's own false wins over the app's default.
+        var optOut = Delivery()
+        optOut.respectQuietHours = false
+        #expect(DeliveryTiming.release(paris, delivery: optOut, defaultZone: "UTC", quietHours: app, now: now) == .at(now, reason: nil, reported: false))
+        // A device that turned quiet hours off is never held; one with its own window uses it.
+        var disabled = paris
+        disabled.quietDisabled = true
+        #expect(DeliveryTiming.release(disabled, delivery: silent, defaultZone: "UTC", quietHours: app, now: now) == .at(now, reason: nil, reported: false))
+        var own = paris
+        own.quiet = QuietWindow(startMinutes: 23 * 60, endMinutes: 6 * 60)
+        #expect(DeliveryTiming.release(own, delivery: silent, defaultZone: "UTC", quietHours: app, now: now)
+                == .at(try Self.at("2026-01-16T05:00:00Z"), reason: .quietHours, reported: true))
+        // Urgent jobs are never held, even when they ask.
+        var urgent = Delivery()
+        urgent.urgent = true
+        urgent.respectQuietHours = true
+        #expect(DeliveryTiming.release(paris, delivery: urgent, defaultZone: "UTC", quietHours: app, now: now) == .at(now, reason: nil, reported: false))
+    }
 }

@@ -178,7 +178,39 @@ struct SchedulePlannerTests {
         #expect(releasedAt(newYork) == now, "not quiet: now")
         #expect(releasedAt(tokyo) == tokyoEnd && releasedAt(paris) == parisEnd, "held until the window ends")
         #expect(releases.filter { Self.ids($0.job).contains(paris) }.count == 1)
-        #expect(releases.allSatisfy { !$0.job.delivery.respectQuietHours && $0.job.parentID != nil })
+        #expect(releases.allSatisfy { $0.job.delivery.respectQuietHours == false && $0.job.parentID != nil })
+        await pool.close()
+        await database.drop()
+    }
+
+    @Test func anAppThatRespectsQuietHoursHoldsJobsThatDoNotSayExceptOnDevicesThatTurnedThemOff() async throws {
+        let database = try await WorkerTestDatabase.migrated(apps: ["app"])
+        let pool = database.pool()
+        try await pool.query("UPDATE apps SET respect_quiet_hours = true, quiet_start = '22:00', quiet_end = '07:00' WHERE id = 'app'")
+        let paris = try await Self.insert(pool, zone: "Europe/Paris")  // 23:30: the app's window until 07:00
+        let off = try await Self.insert(pool, zone: "Europe/Paris")
+        try await pool.query("UPDATE subscriptions SET quiet_hours_disabled = true WHERE id = $1::uuid", [off])
+        let now = try #require(Timestamp(rfc3339: "2026-01-15T22:30:00Z"))
+        let harness = Harness(pool: pool, now: now, log: log)
+        let job = try Job(json: try JSONValue.parse(#"""
+            {"schema":"herald.job.v1","id":"news","app_id":"app","kind":"notification","created_at":"2026-01-15T22:29:00Z",
+             "audience":{"all":true},"content":{"title":"News"}}
+            """#))
+        #expect(try await harness.planner.needsScheduling(job))
+        _ = try await harness.plan(job.document.serialized())
+        let deferred = harness.receipts.all.filter { $0.stage == .deferred }
+        #expect(deferred.map(\.subscriptionID) == [paris])
+        #expect(deferred.first?.until == Timestamp(rfc3339: "2026-01-16T06:00:00Z"))
+        try await harness.walk()
+        let releases = harness.releases.all
+        #expect(releases.first { Self.ids($0.job).contains(off) }?.at == now, "quiet hours turned off: now")
+        #expect(releases.allSatisfy { $0.job.delivery.respectQuietHours == false })
+        // An urgent job is never held, whatever the app says.
+        let urgent = try Job(json: try JSONValue.parse(#"""
+            {"schema":"herald.job.v1","id":"otp","app_id":"app","kind":"notification","created_at":"2026-01-15T22:29:00Z",
+             "audience":{"all":true},"content":{"title":"Code"},"delivery":{"urgent":true}}
+            """#))
+        #expect(try await !harness.planner.needsScheduling(urgent))
         await pool.close()
         await database.drop()
     }

@@ -352,7 +352,10 @@ def delivery_def():
                                        "today for a device, skip it instead of waiting for "
                                        "tomorrow. Default false.", BOOLEAN),
             "respect_quiet_hours": described("Hold deliveries that fall in a device's quiet "
-                                             "hours until they end. Default false.", BOOLEAN),
+                                             "hours until they end. Absent: the app's default "
+                                             "(`apps.respect_quiet_hours`, false unless the app "
+                                             "opts in). Urgent jobs and live activities are never "
+                                             "held.", BOOLEAN),
             "best_hour": described("Deliver at each device's most active hour (from its "
                                    "activity histogram). Default false.", BOOLEAN),
             "throttle_per_minute": described("At most this many sends per minute for the job, "
