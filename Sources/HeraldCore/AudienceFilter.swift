@@ -17,6 +17,8 @@ public indirect enum AudienceFilter: Sendable, Equatable {
     case tag(key: String, op: TagComparison, value: String)
     /// Whether a tag is set (`exists: true`) or not.
     case tagExists(key: String, exists: Bool)
+    /// Subscriptions whose language is one of these or a more specific form of one (`en`
+    /// matches `en` and `en-gb`; `en-GB` matches `en-gb` and `en-gb-…` but not `en`).
     case language([String])
     case platform([Platform])
     case externalID([String])

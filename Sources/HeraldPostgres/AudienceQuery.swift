@@ -17,7 +17,9 @@ import Foundation
 ///   `contains`: the tag is a list holding the value (`tags @> {"k":["v"]}`, GIN-indexed);
 ///   `gt`/`lt`: the tag is a string; both numbers → numeric comparison, else byte-wise text
 ///   comparison; `exists`/`not_exists`: the key is present or not.
-/// - `language`: case-insensitive equality (stored languages are lower-case by constraint).
+/// - `language`: RFC 4647 basic filtering, case-insensitive (stored languages are lower-case
+///   by constraint): `en` matches `en`, `en-gb` and `en-us`; `en-GB` matches `en-gb` and
+///   `en-gb-…`, not `en`.
 /// - `near`: great-circle (haversine, R = 6,371,008.8 m) distance ≤ radius, after a
 ///   bounding-box prefilter on lat/long.
 /// - `last_session`: strictly after / strictly before; devices with no session never match.
@@ -64,6 +66,17 @@ public struct AudienceQuery: Sendable {
         value.range(of: numberPattern, options: .regularExpression) != nil
     }
 
+    /// `text` matched literally by LIKE (whose escape character is `\` by default). Validated
+    /// languages hold neither `%` nor `_`; this keeps an unvalidated one from becoming a pattern.
+    static func likeEscaped(_ text: String) -> String {
+        var escaped = ""
+        for character in text {
+            if character == "\\" || character == "%" || character == "_" { escaped.append("\\") }
+            escaped.append(character)
+        }
+        return escaped
+    }
+
     static func compile(_ filter: AudienceFilter, _ p: inout SQLParameters) -> String {
         switch filter {
         case .and(let children):
@@ -93,11 +106,17 @@ public struct AudienceQuery: Sendable {
         case .tagExists(let key, let exists):
             return exists ? "tags ? \(p.bind(key))::text" : "(NOT tags ? \(p.bind(key))::text)"
         case .language(let languages):
+            // Equal, or longer at a subtag boundary. LIKE, not a range, is right under any
+            // collation. One language: both arms use subscriptions_language_idx (text_pattern_ops,
+            // 0013). Several: LIKE ANY is no index condition, so the test runs on the covering
+            // subscribable index, which includes language.
             let lowered = Array(Set(languages.map { $0.lowercased() })).sorted()
+            let prefixes = lowered.map { likeEscaped($0) + "-%" }
             if lowered.count == 1 {
-                return "(language IS NOT NULL AND language = \(p.bind(lowered[0]))::text)"
+                return "(language IS NOT NULL AND (language = \(p.bind(lowered[0]))::text OR language LIKE \(p.bind(prefixes[0]))::text))"
             }
-            return "(language IS NOT NULL AND language = ANY(\(p.bind(SQLValue.array(lowered)))::text[]))"
+            return "(language IS NOT NULL AND (language = ANY(\(p.bind(SQLValue.array(lowered)))::text[])"
+                + " OR language LIKE ANY(\(p.bind(SQLValue.array(prefixes)))::text[])))"
         case .platform(let platforms):
             let names = Array(Set(platforms.map(\.rawValue))).sorted()
             if names.count == 1 { return "platform = \(p.bind(names[0]))::text" }

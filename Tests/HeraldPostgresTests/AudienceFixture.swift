@@ -31,7 +31,8 @@ enum AudienceFixture {
     static let tagKeys = ["plan", "level", "score", "interests", "city", "x'); DROP TABLE subscriptions; --", "k\"}", "back\\slash"]
     static let tagWords = ["free", "pro", "team", "sports", "news", "music", "paris", "berlin", "10", "9", "2.5", "-3", "abc", "Zed",
                            "'; DELETE FROM apps; --", "\"}", "$1", "\\"]
-    static let languages = ["en", "fr", "de", "pt-br", "es", "zh-hant"]
+    /// Languages with their longer forms, and `eng`, which `en` must not match.
+    static let languages = ["en", "en-gb", "en-us", "eng", "fr", "de", "pt", "pt-br", "es", "zh-hant"]
     /// Points the `near` filters aim at: ordinary places, the antimeridian and near a pole.
     static let centres: [(Double, Double)] = [(48.8566, 2.3522), (-33.8688, 151.2093), (0.0, 179.95), (-16.5, -179.9), (89.95, 10.0), (40.7128, -74.006)]
     static let sessionBase: Int64 = 1_780_000_000
@@ -170,7 +171,10 @@ enum AudienceFixture {
         case .tagExists(let key, let exists): return (row.tags[key] != nil) == exists
         case .language(let languages):
             guard let language = row.language else { return false }
-            return languages.contains { $0.lowercased() == language }
+            return languages.contains {
+                let range = $0.lowercased()
+                return language == range || language.hasPrefix(range + "-")
+            }
         case .platform(let platforms): return platforms.contains(row.platform)
         case .externalID(let ids): return row.externalID.map(ids.contains) ?? false
         case .near(let latitude, let longitude, let radius):

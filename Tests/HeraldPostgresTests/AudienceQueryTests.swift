@@ -17,6 +17,14 @@ import Testing
         #expect(query.parameters.contains("en"), "languages are lower-cased")
     }
 
+    @Test func languagePrefixesAreLiteralInLike() {
+        #expect(AudienceQuery.likeEscaped("en-gb") == "en-gb")
+        #expect(AudienceQuery.likeEscaped("a%b_c\\d") == "a\\%b\\_c\\\\d")
+        let query = AudienceQuery(appID: "app", audience: .filter(.language(["en-GB", "pt"])))
+        #expect(query.parameters.contains(SQLValue.array(["en-gb", "pt"])))
+        #expect(query.parameters.contains(SQLValue.array(["en-gb-%", "pt-%"])))
+    }
+
     @Test func boundingBoxCoversTheCircleAndWrapsTheAntimeridian() {
         let box = AudienceQuery.boundingBox(latitude: 0, longitude: 179.9, radius: 50_000)
         #expect(box.longitude?.count == 2)
@@ -97,6 +105,44 @@ struct AudienceQueryTests {
         await database.tearDown(pool)
     }
 
+    /// Hand-made devices for the rules the SDKs rely on: language prefixes. Each case names the
+    /// devices it selects, and the brute-force evaluator must agree.
+    @Test func languageAndTagRulesSelectTheNamedDevices() async throws {
+        let (database, pool) = try await TestDatabase.migrated()
+        var random = SplitMix64(seed: 42)
+        let devices: [(name: String, language: String?, tags: [String: FixtureRow.TagValue])] = [
+            ("en", "en", ["plan": .string("pro"), "score": .string("10")]),
+            ("en-gb", "en-gb", ["plan": .string(""), "score": .string("9")]),
+            ("en-us", "en-us", ["plan": .list(["pro", "team"]), "score": .string("10.0")]),
+            ("en-gb-oxendict", "en-gb-oxendict", ["plan": .list(["pro"]), "score": .string("abc")]),
+            ("eng", "eng", ["plan": .string("free"), "score": .string("")]),
+            ("fr", "fr", ["plan": .list([]), "score": .list(["11"])]),
+            ("none", nil, [:]),
+        ]
+        let rows = devices.map { device in
+            FixtureRow(id: random.uuid(), appID: "app", platform: .ios, externalID: nil, tags: device.tags, language: device.language,
+                       location: nil, lastSession: nil, sessionCount: 0, optedIn: true, invalidated: false)
+        }
+        try await AudienceFixture.load(rows, into: pool)
+        let resolver = AudienceResolver(pool: pool)
+        let names = Dictionary(uniqueKeysWithValues: zip(rows.map(\.id), devices.map(\.name)))
+        let cases: [(AudienceFilter, Set<String>)] = [
+            (.language(["en"]), ["en", "en-gb", "en-us", "en-gb-oxendict"]),
+            (.language(["en-GB"]), ["en-gb", "en-gb-oxendict"]),
+            (.language(["EN-gb", "fr"]), ["en-gb", "en-gb-oxendict", "fr"]),
+            (.not(.language(["en-GB"])), ["en", "en-us", "eng", "fr", "none"]),
+            (.language(["e"]), []),
+        ]
+        for (filter, expected) in cases {
+            let query = AudienceQuery(appID: "app", audience: .filter(filter))
+            let actual = Set(try await audienceIDs(query, resolver).compactMap { names[$0] })
+            #expect(actual == expected, "\(filter)")
+            let bruteForce = Set(rows.filter { AudienceFixture.matches(.filter(filter), $0, appID: "app") }.compactMap { names[$0.id] })
+            #expect(bruteForce == expected, "brute force: \(filter)")
+        }
+        await database.tearDown(pool)
+    }
+
     @Test func radiusAgreesWithHaversine() async throws {
         let (database, pool) = try await TestDatabase.migrated()
         let rows = AudienceFixture.rows(count: Self.rowCount, appID: "app", seed: 11)
@@ -124,7 +170,7 @@ struct AudienceQueryTests {
         try await AudienceFixture.load(rows, into: pool)
         let resolver = AudienceResolver(pool: pool)
         let attacks = ["x'); DROP TABLE subscriptions; --", "' OR '1'='1", "\" OR 1=1 --", "$1", "\\", "k\"}", "'; DELETE FROM apps; --",
-                       "a') OR tags ? ('b", "1; SELECT pg_sleep(5)"]
+                       "a') OR tags ? ('b", "1; SELECT pg_sleep(5)", "%", "e_", "en\\"]
         for attack in attacks {
             for filter in [AudienceFilter.tag(key: attack, op: .eq, value: attack), .tag(key: "plan", op: .ne, value: attack),
                            .tag(key: attack, op: .gt, value: attack), .tag(key: attack, op: .contains, value: "news"),

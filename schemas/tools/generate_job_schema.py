@@ -436,7 +436,10 @@ def leaf_defs():
         "then": {"not": {"required": ["value"]}},
         "else": {"required": ["value"]},
     }
-    language = node("language", "Subscriptions whose language is one of these.", {
+    language = node("language", "Subscriptions whose language is one of these or a longer form "
+                    "of one (RFC 4647 basic filtering): `en` matches `en`, `en-GB` and `en-US`; "
+                    "`en-GB` matches `en-GB` and `en-GB-…` but not `en`. Devices without a "
+                    "language never match (and so match its `not`).", {
         "type": "array", "minItems": 1, "maxItems": MAX_LIST_VALUES, "items": ref("language"),
     })
     platform = node("platform", "Subscriptions on one of these platforms.", {
