@@ -13,9 +13,10 @@ public indirect enum AudienceFilter: Sendable, Equatable {
     case and([AudienceFilter])
     case or([AudienceFilter])
     case not(AudienceFilter)
-    /// A comparison on a tag's value.
+    /// A comparison on a tag's value. A tag whose value is `""` counts as deleted (SDKs such as
+    /// OpenPush delete a tag by setting it to `""`): it compares like a missing tag.
     case tag(key: String, op: TagComparison, value: String)
-    /// Whether a tag is set (`exists: true`) or not.
+    /// Whether a tag is set (`exists: true`) or not; a tag set to `""` is not.
     case tagExists(key: String, exists: Bool)
     /// Subscriptions whose language is one of these or a more specific form of one (`en`
     /// matches `en` and `en-gb`; `en-GB` matches `en-gb` and `en-gb-…` but not `en`).
@@ -28,7 +29,9 @@ public indirect enum AudienceFilter: Sendable, Equatable {
     case lastSession(after: Timestamp?, before: Timestamp?)
     case sessionCount(op: CountComparison, value: Int64)
 
-    /// Comparisons on a tag value. `contains` is for list tags; `gt`/`lt` compare numerically when both sides are numbers.
+    /// Comparisons on a tag value. `eq`/`ne` compare string tags (a list tag never equals a
+    /// string); `contains` is for list tags; `gt`/`lt` compare numerically when both sides are
+    /// numbers, else byte-wise.
     public enum TagComparison: String, Sendable, CaseIterable {
         case eq, ne, contains, gt, lt
     }

@@ -12,11 +12,17 @@ import Foundation
 /// Every leaf is written to be true or false, never NULL (a missing tag, language or location
 /// is "false"), so `not` means what people expect: `not {"language": ["fr"]}` includes devices
 /// without a language. Semantics, which the brute-force test evaluator mirrors:
-/// - tag `eq`: the tag is a string equal to the value (`tags @> {"k":"v"}`, GIN-indexed);
-///   `ne`: not `eq` (devices without the tag match);
-///   `contains`: the tag is a list holding the value (`tags @> {"k":["v"]}`, GIN-indexed);
-///   `gt`/`lt`: the tag is a string; both numbers → numeric comparison, else byte-wise text
-///   comparison; `exists`/`not_exists`: the key is present or not.
+/// - A tag whose value is `""` is deleted (SDKs delete a tag by writing `""` and keep sending
+///   it): every tag predicate treats it exactly like a missing key.
+/// - tag `eq`: the tag is a string equal to the value (`tags @> {"k":"v"}`, GIN-indexed). A
+///   list tag never equals a string, even a one-item list: `contains` is the list test, so
+///   `eq` means one thing whatever the producer stored. `eq ""` matches nothing (use
+///   `not_exists`).
+///   `ne`: not `eq` — devices without the tag, with a deleted tag, or with a list tag match.
+///   `contains`: the tag is a list holding the value (`tags @> {"k":["v"]}`, GIN-indexed).
+///   `gt`/`lt`: the tag is a non-empty string; both numbers → numeric
+///   comparison, else byte-wise text comparison (`COLLATE "C"`).
+///   `exists`/`not_exists`: the key is present with a value other than `""`, or not.
 /// - `language`: RFC 4647 basic filtering, case-insensitive (stored languages are lower-case
 ///   by constraint): `en` matches `en`, `en-gb` and `en-us`; `en-GB` matches `en-gb` and
 ///   `en-gb-…`, not `en`.
@@ -87,24 +93,31 @@ public struct AudienceQuery: Sendable {
             return "(NOT " + compile(child, &p) + ")"
         case .tag(let key, let op, let value):
             switch op {
-            case .eq:
-                return "tags @> jsonb_build_object(\(p.bind(key))::text, \(p.bind(value))::text)"
-            case .ne:
-                return "(NOT tags @> jsonb_build_object(\(p.bind(key))::text, \(p.bind(value))::text))"
+            case .eq, .ne:
+                // A tag holding "" is deleted, and a deleted tag equals nothing. The test is on the
+                // parameter, not in Swift, so the SQL text never depends on a value.
+                let v = p.bind(value)
+                let equal = "(tags @> jsonb_build_object(\(p.bind(key))::text, \(v)::text) AND \(v)::text <> '')"
+                return op == .eq ? equal : "(NOT \(equal))"
             case .contains:
                 return "tags @> jsonb_build_object(\(p.bind(key))::text, jsonb_build_array(\(p.bind(value))::text))"
             case .gt, .lt:
                 let symbol = op == .gt ? ">" : "<"
                 let k = p.bind(key)
                 let v = p.bind(value)
-                // COALESCE: a missing tag gives NULL, which must read as false (see `not`).
+                // COALESCE: a missing tag gives NULL, which must read as false (see `not`). A
+                // deleted ("") tag is false too, though "" sorts before every other string.
+                let isSetString = "jsonb_typeof(tags -> \(k)::text) = 'string' AND (tags ->> \(k)::text) <> ''"
                 if isNumber(value) {
-                    return "COALESCE(jsonb_typeof(tags -> \(k)::text) = 'string' AND CASE WHEN (tags ->> \(k)::text) ~ '\(numberPattern)' THEN (tags ->> \(k)::text)::numeric \(symbol) \(v)::numeric ELSE (tags ->> \(k)::text) COLLATE \"C\" \(symbol) \(v)::text END, false)"
+                    return "COALESCE(\(isSetString) AND CASE WHEN (tags ->> \(k)::text) ~ '\(numberPattern)' THEN (tags ->> \(k)::text)::numeric \(symbol) \(v)::numeric ELSE (tags ->> \(k)::text) COLLATE \"C\" \(symbol) \(v)::text END, false)"
                 }
-                return "COALESCE(jsonb_typeof(tags -> \(k)::text) = 'string' AND (tags ->> \(k)::text) COLLATE \"C\" \(symbol) \(v)::text, false)"
+                return "COALESCE(\(isSetString) AND (tags ->> \(k)::text) COLLATE \"C\" \(symbol) \(v)::text, false)"
             }
         case .tagExists(let key, let exists):
-            return exists ? "tags ? \(p.bind(key))::text" : "(NOT tags ? \(p.bind(key))::text)"
+            // `tags ? k` is false for a missing key, so the -> comparison is never NULL here.
+            let k = p.bind(key)
+            let isSet = "(tags ? \(k)::text AND tags -> \(k)::text <> '\"\"'::jsonb)"
+            return exists ? isSet : "(NOT \(isSet))"
         case .language(let languages):
             // Equal, or longer at a subtag boundary. LIKE, not a range, is right under any
             // collation. One language: both arms use subscriptions_language_idx (text_pattern_ops,

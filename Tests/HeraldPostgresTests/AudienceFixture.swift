@@ -29,8 +29,9 @@ struct FixtureRow {
 /// and the brute-force evaluator the SQL must agree with.
 enum AudienceFixture {
     static let tagKeys = ["plan", "level", "score", "interests", "city", "x'); DROP TABLE subscriptions; --", "k\"}", "back\\slash"]
+    /// "" is a deleted tag (OpenPush deletes by writing "").
     static let tagWords = ["free", "pro", "team", "sports", "news", "music", "paris", "berlin", "10", "9", "2.5", "-3", "abc", "Zed",
-                           "'; DELETE FROM apps; --", "\"}", "$1", "\\"]
+                           "", "'; DELETE FROM apps; --", "\"}", "$1", "\\"]
     /// Languages with their longer forms, and `eng`, which `en` must not match.
     static let languages = ["en", "en-gb", "en-us", "eng", "fr", "de", "pt", "pt-br", "es", "zh-hant"]
     /// Points the `near` filters aim at: ordinary places, the antimeridian and near a pole.
@@ -142,13 +143,19 @@ enum AudienceFixture {
         }
     }
 
+    /// The tag as filters see it: a tag holding "" is deleted, the same as no tag.
+    static func liveTag(_ row: FixtureRow, _ key: String) -> FixtureRow.TagValue? {
+        if case .string("") = row.tags[key] { return nil }
+        return row.tags[key]
+    }
+
     static func matches(_ filter: AudienceFilter, _ row: FixtureRow) -> Bool {
         switch filter {
         case .and(let children): return children.allSatisfy { matches($0, row) }
         case .or(let children): return children.contains { matches($0, row) }
         case .not(let child): return !matches(child, row)
         case .tag(let key, let op, let value):
-            let tag = row.tags[key]
+            let tag = liveTag(row, key)
             switch op {
             case .eq:
                 if case .string(let text) = tag { return text == value }
@@ -168,7 +175,7 @@ enum AudienceFixture {
                 let left = Array(text.utf8), right = Array(value.utf8)
                 return op == .gt ? right.lexicographicallyPrecedes(left) : left.lexicographicallyPrecedes(right)
             }
-        case .tagExists(let key, let exists): return (row.tags[key] != nil) == exists
+        case .tagExists(let key, let exists): return (liveTag(row, key) != nil) == exists
         case .language(let languages):
             guard let language = row.language else { return false }
             return languages.contains {

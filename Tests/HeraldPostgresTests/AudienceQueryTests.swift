@@ -105,8 +105,9 @@ struct AudienceQueryTests {
         await database.tearDown(pool)
     }
 
-    /// Hand-made devices for the rules the SDKs rely on: language prefixes. Each case names the
-    /// devices it selects, and the brute-force evaluator must agree.
+    /// Hand-made devices for the rules the SDKs rely on: language prefixes, tags deleted by
+    /// writing "", list tags, and the ordering comparisons. Each case names the devices it
+    /// selects, and the brute-force evaluator must agree.
     @Test func languageAndTagRulesSelectTheNamedDevices() async throws {
         let (database, pool) = try await TestDatabase.migrated()
         var random = SplitMix64(seed: 42)
@@ -132,6 +133,16 @@ struct AudienceQueryTests {
             (.language(["EN-gb", "fr"]), ["en-gb", "en-gb-oxendict", "fr"]),
             (.not(.language(["en-GB"])), ["en", "en-us", "eng", "fr", "none"]),
             (.language(["e"]), []),
+            (.tag(key: "plan", op: .eq, value: ""), []),
+            (.tag(key: "plan", op: .ne, value: ""), Set(devices.map(\.name))),
+            (.tagExists(key: "plan", exists: true), ["en", "en-us", "en-gb-oxendict", "eng", "fr"]),
+            (.tagExists(key: "plan", exists: false), ["en-gb", "none"]),
+            (.tag(key: "plan", op: .eq, value: "pro"), ["en"]),
+            (.tag(key: "plan", op: .ne, value: "pro"), ["en-gb", "en-us", "en-gb-oxendict", "eng", "fr", "none"]),
+            (.tag(key: "plan", op: .contains, value: "pro"), ["en-us", "en-gb-oxendict"]),
+            (.tag(key: "plan", op: .lt, value: "zzz"), ["en", "eng"]),
+            (.tag(key: "score", op: .gt, value: "10"), ["en-gb-oxendict"]),
+            (.tag(key: "score", op: .lt, value: "10"), ["en-gb"]),
         ]
         for (filter, expected) in cases {
             let query = AudienceQuery(appID: "app", audience: .filter(filter))

@@ -419,8 +419,13 @@ def leaf_defs():
     tag = {
         "type": "object",
         "description": "A tag comparison `{tag, op, value}`, or a presence test `{tag, op}` with "
-                       "op `exists`/`not_exists` (no `value`). `contains` is for list tags; "
-                       "`gt`/`lt` compare numerically when both sides are numbers.",
+                       "op `exists`/`not_exists` (no `value`). A tag whose value is `\"\"` "
+                       "counts as deleted: it compares like a missing tag, so `eq \"\"` matches "
+                       "nothing and `not_exists` is true for it. `eq`/`ne` compare string tags: a "
+                       "list tag never equals a string (`ne` is true for it); `contains` is the "
+                       "test for list tags. `gt`/`lt` compare numerically when both "
+                       "sides are numbers (`-?digits[.digits]`), else byte-wise; a list tag, a "
+                       "missing tag or a deleted one is never greater or less.",
         "required": ["tag", "op"],
         "properties": {
             "tag": described("The tag key, 1-128 characters.", string(1, 128)),
