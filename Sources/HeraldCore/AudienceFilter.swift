@@ -30,10 +30,19 @@ public indirect enum AudienceFilter: Sendable, Equatable {
     case sessionCount(op: CountComparison, value: Int64)
 
     /// Comparisons on a tag value. `eq`/`ne` compare string tags (a list tag never equals a
-    /// string); `contains` is for list tags; `gt`/`lt` compare numerically when both sides are
-    /// numbers, else byte-wise.
+    /// string); `contains` is for list tags; `gt`/`gte`/`lt`/`lte` compare numerically when both
+    /// sides are numbers, else byte-wise.
     public enum TagComparison: String, Sendable, CaseIterable {
-        case eq, ne, contains, gt, lt
+        case eq, ne, contains, gt, gte, lt, lte
+
+        /// Whether this is an ordering (`gt`, `gte`, `lt`, `lte`): a numeric test and a cast per
+        /// device, which no index serves.
+        public var isOrdering: Bool {
+            switch self {
+            case .gt, .gte, .lt, .lte: true
+            case .eq, .ne, .contains: false
+            }
+        }
     }
 
     /// Comparisons on a count.
@@ -52,8 +61,11 @@ public indirect enum AudienceFilter: Sendable, Equatable {
     /// The most nodes in one filter tree (every `and`, `or`, `not` and predicate counts one).
     public static let maxNodes = 256
     /// The most costly predicates in one filter tree: `near` (a great-circle distance per
-    /// device) and tag `gt`/`lt` (a numeric test and cast per device).
+    /// device) and tag orderings `gt`/`gte`/`lt`/`lte` (a numeric test and cast per device).
     public static let maxCostlyPredicates = 32
+
+    /// Every `op` a tag node accepts, in the order error messages list them.
+    static let tagOps = TagComparison.allCases.map(\.rawValue) + ["exists", "not_exists"]
 
     static let nodeKeys = ["and", "or", "not", "tag", "language", "platform", "external_id", "near", "last_session", "session_count"]
 
@@ -65,7 +77,7 @@ public indirect enum AudienceFilter: Sendable, Equatable {
             throw ValidationError(at: path, "filter has \(nodes) nodes, more than the limit of \(AudienceFilter.maxNodes)")
         }
         if costly > AudienceFilter.maxCostlyPredicates {
-            throw ValidationError(at: path, "filter has \(costly) near, gt and lt predicates, more than the limit of \(AudienceFilter.maxCostlyPredicates)")
+            throw ValidationError(at: path, "filter has \(costly) near, gt, gte, lt and lte predicates, more than the limit of \(AudienceFilter.maxCostlyPredicates)")
         }
     }
 
@@ -82,7 +94,7 @@ public indirect enum AudienceFilter: Sendable, Equatable {
         case .near:
             (1, 1)
         case .tag(_, let op, _):
-            (1, op == .gt || op == .lt ? 1 : 0)
+            (1, op.isOrdering ? 1 : 0)
         default:
             (1, 0)
         }
@@ -128,7 +140,7 @@ public indirect enum AudienceFilter: Sendable, Equatable {
                 return .tagExists(key: key, exists: op == "exists")
             }
             guard let comparison = TagComparison(rawValue: op) else {
-                throw ValidationError(at: opPath, "must be one of \"eq\", \"ne\", \"contains\", \"gt\", \"lt\", \"exists\", \"not_exists\"")
+                throw ValidationError(at: opPath, "must be one of " + tagOps.map { "\"\($0)\"" }.joined(separator: ", "))
             }
             let value = try node.string("value", StringRule(maxLength: maxTagValueLength))
             return .tag(key: key, op: comparison, value: value)

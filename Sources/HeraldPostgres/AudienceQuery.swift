@@ -20,7 +20,7 @@ import Foundation
 ///   `not_exists`).
 ///   `ne`: not `eq` — devices without the tag, with a deleted tag, or with a list tag match.
 ///   `contains`: the tag is a list holding the value (`tags @> {"k":["v"]}`, GIN-indexed).
-///   `gt`/`lt`: the tag is a non-empty string; both numbers → numeric
+///   `gt`/`gte`/`lt`/`lte`: the tag is a non-empty string; both numbers → numeric
 ///   comparison, else byte-wise text comparison (`COLLATE "C"`).
 ///   `exists`/`not_exists`: the key is present with a value other than `""`, or not.
 /// - `language`: RFC 4647 basic filtering, case-insensitive (stored languages are lower-case
@@ -101,8 +101,13 @@ public struct AudienceQuery: Sendable {
                 return op == .eq ? equal : "(NOT \(equal))"
             case .contains:
                 return "tags @> jsonb_build_object(\(p.bind(key))::text, jsonb_build_array(\(p.bind(value))::text))"
-            case .gt, .lt:
-                let symbol = op == .gt ? ">" : "<"
+            case .gt, .gte, .lt, .lte:
+                let symbol = switch op {
+                case .gt: ">"
+                case .gte: ">="
+                case .lt: "<"
+                default: "<="
+                }
                 let k = p.bind(key)
                 let v = p.bind(value)
                 // COALESCE: a missing tag gives NULL, which must read as false (see `not`). A

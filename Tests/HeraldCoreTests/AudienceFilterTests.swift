@@ -30,10 +30,11 @@ import HeraldCore
 
     @Test func aFilterHasAtMost32CostlyPredicates() throws {
         let near = #"{"not":{"near":{"lat":1,"long":2,"radius_m":100}}}"#
-        let greater = #"{"tag":"visits","op":"gt","value":"3"}"#
-        #expect(try parse(orOf(Array(repeating: near, count: 16) + Array(repeating: greater, count: 16))).cost == (nodes: 49, costly: 32))
-        #expect(failure(orOf(Array(repeating: near, count: 17) + Array(repeating: greater, count: 16)))
-                == "filter: filter has 33 near, gt and lt predicates, more than the limit of 32")
+        let orderings = ["gt", "gte", "lt", "lte"].map { #"{"tag":"visits","op":""# + $0 + #"","value":"3"}"# }
+        let greater = Array(repeating: orderings, count: 4).flatMap { $0 }
+        #expect(try parse(orOf(Array(repeating: near, count: 16) + greater)).cost == (nodes: 49, costly: 32))
+        #expect(failure(orOf(Array(repeating: near, count: 17) + greater))
+                == "filter: filter has 33 near, gt, gte, lt and lte predicates, more than the limit of 32")
         // eq, contains and the rest are cheap (indexed or a lookup): not counted.
         #expect(try parse(orOf(Array(repeating: #"{"tag":"t","op":"contains","value":"x"}"#, count: 90))).cost.costly == 0)
     }
@@ -56,6 +57,16 @@ import HeraldCore
         #expect(children[5] == .near(latitude: 48.85, longitude: 2.35, radiusMeters: 5000))
         #expect(children[7] == .sessionCount(op: .gte, value: 3))
         #expect(filter.depth == 3)
+    }
+
+    @Test func readsEveryTagComparison() throws {
+        for op in AudienceFilter.TagComparison.allCases {
+            #expect(try parse(#"{"tag":"visits","op":""# + op.rawValue + #"","value":"10"}"#) == .tag(key: "visits", op: op, value: "10"))
+        }
+        #expect(AudienceFilter.TagComparison.allCases.filter(\.isOrdering) == [.gt, .gte, .lt, .lte])
+        // "" is accepted; it matches no device, because a tag holding "" is deleted.
+        #expect(try parse(#"{"tag":"plan","op":"eq","value":""}"#) == .tag(key: "plan", op: .eq, value: ""))
+        #expect(try parse(#"{"tag":"plan","op":"not_exists"}"#) == .tagExists(key: "plan", exists: false))
     }
 
     private func nested(_ depth: Int) -> String {
@@ -82,7 +93,8 @@ import HeraldCore
         (#"{"near":{"lat":0,"long":0,"radius_m":0}}"#, "filter.near.radius_m: must be greater than 0"),
         (#"{"tag":"a","op":"exists","value":"1"}"#, #"filter.value: must be absent for op "exists""#),
         (#"{"tag":"a","op":"eq"}"#, "filter.value: is required"),
-        (#"{"tag":"a","op":"like","value":"x"}"#, #"filter.op: must be one of "eq", "ne", "contains", "gt", "lt", "exists", "not_exists""#),
+        (#"{"tag":"a","op":"like","value":"x"}"#, #"filter.op: must be one of "eq", "ne", "contains", "gt", "gte", "lt", "lte", "exists", "not_exists""#),
+        (#"{"tag":"a","op":"ge","value":"1"}"#, #"filter.op: must be one of "eq", "ne", "contains", "gt", "gte", "lt", "lte", "exists", "not_exists""#),
         (#"{"and":[]}"#, "filter.and: must not be empty"),
         (#"{"platform":["windows"]}"#, #"filter.platform[0]: must be one of "ios", "android""#),
         (#"{"last_session":{}}"#, "filter.last_session: needs after, before, or both"),

@@ -29,8 +29,8 @@ struct FixtureRow {
 /// and the brute-force evaluator the SQL must agree with.
 enum AudienceFixture {
     static let tagKeys = ["plan", "level", "score", "interests", "city", "x'); DROP TABLE subscriptions; --", "k\"}", "back\\slash"]
-    /// "" is a deleted tag (OpenPush deletes by writing "").
-    static let tagWords = ["free", "pro", "team", "sports", "news", "music", "paris", "berlin", "10", "9", "2.5", "-3", "abc", "Zed",
+    /// "" is a deleted tag (OpenPush deletes by writing ""); "10.0" equals "10" as a number.
+    static let tagWords = ["free", "pro", "team", "sports", "news", "music", "paris", "berlin", "10", "10.0", "9", "2.5", "-3", "abc", "Zed",
                            "", "'; DELETE FROM apps; --", "\"}", "$1", "\\"]
     /// Languages with their longer forms, and `eng`, which `en` must not match.
     static let languages = ["en", "en-gb", "en-us", "eng", "fr", "de", "pt", "pt-br", "es", "zh-hant"]
@@ -166,14 +166,22 @@ enum AudienceFixture {
             case .contains:
                 if case .list(let items) = tag { return items.contains(value) }
                 return false
-            case .gt, .lt:
+            case .gt, .gte, .lt, .lte:
                 guard case .string(let text) = tag else { return false }
+                let ascending: Bool, equal: Bool
                 if AudienceQuery.isNumber(value) && AudienceQuery.isNumber(text),
                    let left = Decimal(string: text), let right = Decimal(string: value) {
-                    return op == .gt ? left > right : left < right
+                    (ascending, equal) = (left < right, left == right)
+                } else {
+                    let left = Array(text.utf8), right = Array(value.utf8)
+                    (ascending, equal) = (left.lexicographicallyPrecedes(right), left == right)
                 }
-                let left = Array(text.utf8), right = Array(value.utf8)
-                return op == .gt ? right.lexicographicallyPrecedes(left) : left.lexicographicallyPrecedes(right)
+                switch op {
+                case .gt: return !ascending && !equal
+                case .gte: return !ascending
+                case .lt: return ascending
+                default: return ascending || equal
+                }
             }
         case .tagExists(let key, let exists): return (liveTag(row, key) != nil) == exists
         case .language(let languages):

@@ -141,8 +141,14 @@ struct AudienceQueryTests {
             (.tag(key: "plan", op: .ne, value: "pro"), ["en-gb", "en-us", "en-gb-oxendict", "eng", "fr", "none"]),
             (.tag(key: "plan", op: .contains, value: "pro"), ["en-us", "en-gb-oxendict"]),
             (.tag(key: "plan", op: .lt, value: "zzz"), ["en", "eng"]),
+            (.tag(key: "score", op: .gte, value: "10"), ["en", "en-us", "en-gb-oxendict"]),
             (.tag(key: "score", op: .gt, value: "10"), ["en-gb-oxendict"]),
+            (.tag(key: "score", op: .lte, value: "10"), ["en", "en-gb", "en-us"]),
             (.tag(key: "score", op: .lt, value: "10"), ["en-gb"]),
+            (.tag(key: "score", op: .gte, value: "abc"), ["en-gb-oxendict"]),
+            // Numbers compare as numbers ("10" > "9"); against a word, byte-wise ("10" < "9a").
+            (.tag(key: "score", op: .lte, value: "9"), ["en-gb"]),
+            (.tag(key: "score", op: .lte, value: "9a"), ["en", "en-gb", "en-us"]),
         ]
         for (filter, expected) in cases {
             let query = AudienceQuery(appID: "app", audience: .filter(filter))

@@ -60,8 +60,8 @@ CHECKED_BEYOND = [
     "a job with 10,000 explicit ids cannot fit in 256 KiB if they are UUIDs (about 6,700 fit); "
     "the size limit wins",
     "an audience filter has at most 256 nodes (every `and`, `or`, `not` and predicate counts one) "
-    "and at most 32 costly predicates (`near`, and `tag` with `gt` or `lt`), which JSON Schema "
-    "cannot count (AudienceFilter.maxNodes, maxCostlyPredicates)",
+    "and at most 32 costly predicates (`near`, and `tag` with `gt`, `gte`, `lt` or `lte`), "
+    "which JSON Schema cannot count (AudienceFilter.maxNodes, maxCostlyPredicates)",
     "no string and no member name holds U+0000 (PostgreSQL's jsonb cannot store it)",
 ]
 
@@ -423,7 +423,7 @@ def leaf_defs():
                        "counts as deleted: it compares like a missing tag, so `eq \"\"` matches "
                        "nothing and `not_exists` is true for it. `eq`/`ne` compare string tags: a "
                        "list tag never equals a string (`ne` is true for it); `contains` is the "
-                       "test for list tags. `gt`/`lt` compare numerically when both "
+                       "test for list tags. `gt`/`gte`/`lt`/`lte` compare numerically when both "
                        "sides are numbers (`-?digits[.digits]`), else byte-wise; a list tag, a "
                        "missing tag or a deleted one is never greater or less.",
         "required": ["tag", "op"],
@@ -431,9 +431,10 @@ def leaf_defs():
             "tag": described("The tag key, 1-128 characters.", string(1, 128)),
             "op": described("The comparison.",
                             {"type": "string",
-                             "enum": ["eq", "ne", "contains", "gt", "lt", "exists", "not_exists"]}),
+                             "enum": ["eq", "ne", "contains", "gt", "gte", "lt", "lte", "exists",
+                                      "not_exists"]}),
             "value": described("The value to compare with, at most 1024 characters (may be "
-                               "empty). Required for eq/ne/contains/gt/lt, forbidden for "
+                               "empty). Required for eq/ne/contains/gt/gte/lt/lte, forbidden for "
                                "exists/not_exists.", string(max_length=MAX_TAG_VALUE_LENGTH)),
         },
         "additionalProperties": False,
