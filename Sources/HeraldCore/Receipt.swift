@@ -48,6 +48,8 @@ public struct Receipt: Sendable, Equatable {
         case ended
         case optedOut = "opted-out"
         case noVoIPToken = "no-voip-token"
+        case noPushToStartToken = "no-push-to-start-token"
+        case unknownSubscription = "unknown-subscription"
         case cancelled
         case halted
         // deferred

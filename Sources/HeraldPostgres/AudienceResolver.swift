@@ -17,6 +17,9 @@ public struct AudienceMember: Sendable, Equatable {
     /// The provider that holds ``token``: APNs or FCM for iOS (an iOS app built on Firebase
     /// registers an FCM token), FCM for Android.
     public var provider: Receipt.Provider
+    /// Why a listed subscription cannot be sent to (``AudienceResolver/listedMembers(appID:ids:)``):
+    /// `unknown-subscription`, `opted-out`; nil when it can.
+    public var unavailable: Receipt.Reason?
 
     /// Creates a member; `provider` nil is the platform's own (APNs for iOS, FCM for Android).
     public init(id: String, platform: Platform, token: String, sandbox: Bool, sdk: Bool,

@@ -252,6 +252,38 @@ public struct JobAdministration: Sendable {
         }
     }
 
+    /// The shards to run again because their job expired while they waited behind a halted
+    /// provider: unfinished, not claimed by a live lease, of a job neither completed nor
+    /// cancelled whose `expires_at` has passed and that holds retries parked by a halt. No shard
+    /// runs while its app is halted, so without this nothing would ever settle those
+    /// subscriptions; run again, the shard drops each one as `expired` and the job completes.
+    /// At most `limit` shards, with whether their job is urgent.
+    public func expiredHaltedShards(limit: Int = 500) async throws(PostgresError) -> [(shard: Shard, urgent: Bool)] {
+        let rows = try await pool.query("""
+            SELECT s.job_id, j.app_id, j.urgent, s.shard_no, s.shard_count, s.id_from, s.id_to, \(utc("s.created_at")) AS created_at
+            FROM jobs j JOIN job_shards s ON s.job_id = j.id
+            WHERE j.expires_at <= now() AND j.completed_at IS NULL AND j.state NOT IN ('completed', 'cancelled')
+              AND s.state IN ('pending', 'running') AND (s.lease_expires_at IS NULL OR s.lease_expires_at < now())
+              AND EXISTS (SELECT 1 FROM shard_retries r
+                          WHERE r.job_id = s.job_id AND r.shard_no = s.shard_no AND r.last_reason LIKE 'halted%')
+            ORDER BY j.expires_at, s.job_id, s.shard_no
+            LIMIT $1::bigint
+            """, [String(max(1, limit))])
+        var result: [(shard: Shard, urgent: Bool)] = []
+        for row in rows.rows.indices {
+            guard let jobID = rows.value(row, "job_id"), let appID = rows.value(row, "app_id"),
+                  let shardNo = rows.value(row, "shard_no").flatMap({ Int($0) }),
+                  let shardCount = rows.value(row, "shard_count").flatMap({ Int($0) }),
+                  let idFrom = rows.value(row, "id_from"),
+                  let createdAt = rows.value(row, "created_at").flatMap(Timestamp.init(rfc3339:)) else {
+                throw PostgresError(.unexpectedResult, "shard row \(row) of an expired halted job is incomplete")
+            }
+            result.append((Shard(jobID: jobID, appID: appID, shardNo: shardNo, shardCount: shardCount, idFrom: idFrom,
+                                 idTo: rows.value(row, "id_to"), createdAt: createdAt), rows.value(row, "urgent") == "t"))
+        }
+        return result
+    }
+
     /// A `timestamptz` column as RFC 3339 in UTC, whatever the session's time zone and DateStyle.
     private func utc(_ column: String) -> String {
         "to_char(\(column) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"

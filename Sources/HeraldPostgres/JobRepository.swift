@@ -396,6 +396,35 @@ extension JobRepository {
 }
 
 extension AudienceResolver {
+    /// Every id of an explicit `subscription_ids` audience, in the order given (the caller sorts):
+    /// a subscription that can be sent to as a member; one opted out or invalidated as a member
+    /// with `unavailable` = `opted-out`; an id of no subscription of `appID` (deleted, never
+    /// registered, another app's) as a placeholder with `unavailable` = `unknown-subscription`.
+    /// So each listed id gets exactly one terminal receipt.
+    public func listedMembers(appID: String, ids: [String]) async throws(PostgresError) -> [AudienceMember] {
+        let valid = ids.filter(SQLValue.isUUID)
+        var found: [String: AudienceMember] = [:]
+        if !valid.isEmpty {
+            let sql = "SELECT \(AudienceMember.columns), opted_in AND invalidated_at IS NULL FROM subscriptions WHERE app_id = $1 AND id = ANY($2::uuid[])"
+            let parameters: [String?] = [appID, SQLValue.array(valid)]
+            let rows = try await pool.withConnection(retryingIfLost: true) { connection throws(PostgresError) in
+                try await connection.query(sql, parameters, decode: { row -> AudienceMember? in
+                    guard var member = AudienceMember.decode(row) else { return nil }
+                    if !row.bool(9) { member.unavailable = .optedOut }
+                    return member
+                })
+            }
+            for member in rows { found[member.id] = member }
+        }
+        return ids.map { id in
+            if let member = found[id.lowercased()] { return member }
+            var ghost = AudienceMember(id: id.lowercased(), platform: .ios, token: "", sandbox: false, sdk: false,
+                                       language: nil, timeZone: nil, voipToken: nil)
+            ghost.unavailable = .unknownSubscription
+            return ghost
+        }
+    }
+
     /// The subscriptions among `ids` of `appID`, for parked retries being resumed. They were in
     /// the audience when the job started, so they are read whatever their state now (a retry of a
     /// since-invalidated token gets the same answer and the same receipt again); ids missing from

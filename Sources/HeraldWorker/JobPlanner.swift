@@ -103,8 +103,13 @@ public struct JobPlanner: Sendable {
         if explicit {
             let single = Shard(jobID: planned.id, appID: planned.appID, shardNo: 0, shardCount: 1, idFrom: Shard.minimumID, idTo: nil, createdAt: .now)
             if stored?.shardCount == nil {
-                let query = AudienceQuery(appID: planned.appID, audience: planned.audience ?? .all)
-                let count = try await context.audience.count(query)
+                // Listed subscription ids each get one terminal receipt, whatever their state.
+                let count: Int
+                if let listed = ShardPages.listedIDs(planned.audience) {
+                    count = listed.count
+                } else {
+                    count = try await context.audience.count(AudienceQuery(appID: planned.appID, audience: planned.audience ?? .all))
+                }
                 try await context.jobs.plan(jobID: planned.id, ranges: [.everything], audienceEstimate: count)
                 // The planned event is acknowledged while the sends start, so a one-time code
                 // does not wait for the broker behind the campaigns' receipts.

@@ -61,16 +61,29 @@ public struct LiveActivityTargets: Sendable {
 
     /// A start's members among `page` (audience members): iOS ones with a push-to-start token
     /// (sent to it), every Android one, which is attached to the activity so its updates follow.
-    func startMembers(appID: String, _ page: [AudienceMember]) async throws(PostgresError) -> [AudienceMember] {
-        guard let type = attributesType else { return [] }
+    /// `listed`: the page lists the job's own `subscription_ids`, so every one stays, an iOS
+    /// subscription without a push-to-start token as unavailable (`no-push-to-start-token`),
+    /// and one already unavailable as it is; otherwise such iOS subscriptions are left out.
+    func startMembers(appID: String, _ page: [AudienceMember], listed: Bool = false) async throws(PostgresError) -> [AudienceMember] {
+        guard let type = attributesType else { return listed ? page : [] }
         let tokens = try await repository.pushToStartTokens(appID: appID, attributesType: type,
-                                                            ids: page.filter { $0.platform == .ios }.map(\.id))
+                                                            ids: page.filter { $0.platform == .ios && $0.unavailable == nil }.map(\.id))
         var members: [AudienceMember] = []
         var android: [(id: String, token: String)] = []
         for var member in page {
+            if member.unavailable != nil {
+                members.append(member)
+                continue
+            }
             switch member.platform {
             case .ios:
-                guard let token = tokens[member.id] else { continue }
+                guard let token = tokens[member.id] else {
+                    if listed {
+                        member.unavailable = .noPushToStartToken
+                        members.append(member)
+                    }
+                    continue
+                }
                 member.token = token
                 members.append(member)
             case .android:
@@ -93,12 +106,27 @@ struct ShardPages {
     var iterator: AudiencePages.AsyncIterator
     var cursor: String?
     let pageSize: Int
+    /// An explicit `subscription_ids` audience, sorted: every id is read, whatever its state,
+    /// so each gets one terminal receipt (``AudienceResolver/listedMembers(appID:ids:)``).
+    var listed: [String]?
+
+    /// The ids of `audience` when it lists subscriptions, lower-case and sorted (the run's id
+    /// order); nil for any other audience.
+    static func listedIDs(_ audience: Audience?) -> [String]? {
+        guard case .subscriptionIDs(let ids)? = audience else { return nil }
+        return Array(Set(ids.map { $0.lowercased() })).sorted()
+    }
 
     mutating func next() async throws(PostgresError) -> [AudienceMember]? {
         switch source {
         case .audience:
+            if listed != nil { return try await nextListed() }
             return try await iterator.next()
         case .liveActivity(let targets) where targets.event == .start:
+            if listed != nil {
+                guard let page = try await nextListed() else { return nil }
+                return try await targets.startMembers(appID: appID, page, listed: true)
+            }
             guard let page = try await iterator.next() else { return nil }
             return try await targets.startMembers(appID: appID, page)
         case .liveActivity(let targets):
@@ -107,6 +135,16 @@ struct ShardPages {
             cursor = last.id
             return page
         }
+    }
+
+    /// The next page of listed ids after the cursor.
+    private mutating func nextListed() async throws(PostgresError) -> [AudienceMember]? {
+        guard let listed else { return nil }
+        let remaining = cursor.map { last in listed.drop { $0 <= last.lowercased() } } ?? listed[...]
+        let ids = Array(remaining.prefix(pageSize))
+        guard let last = ids.last else { return nil }
+        cursor = last
+        return try await audience.listedMembers(appID: appID, ids: ids)
     }
 }
 
@@ -145,7 +183,11 @@ struct LiveActivityPlanner: Sendable {
         if stored?.shardCount == nil {
             let estimate: Int
             if update.event == .start {
-                estimate = try await context.audience.count(AudienceQuery(appID: job.appID, audience: job.audience ?? .all))
+                if let listed = ShardPages.listedIDs(job.audience) {
+                    estimate = listed.count
+                } else {
+                    estimate = try await context.audience.count(AudienceQuery(appID: job.appID, audience: job.audience ?? .all))
+                }
             } else {
                 estimate = try await repository.attachedCount(appID: job.appID, activityID: update.activityID)
             }

@@ -97,11 +97,15 @@ public struct SchedulePlanner: Sendable {
                 try await store(job, id: id, body: body, due: due, reason: Self.rowReason(key.reason, job: job))
                 subJobs += 1
             }
+            // A listed audience: ids the timing walk does not return (opted out, invalidated, no
+            // subscription of the app) go out now, so the run gives each its terminal receipt.
+            var unseen = Set(ShardPages.listedIDs(job.audience) ?? [])
             var cursor: String?
             while true {
                 let page = try await schedule.timingPage(query, after: cursor, limit: pageSize)
                 guard let last = page.last else { break }
                 cursor = last.id
+                for member in page { unseen.remove(member.id.lowercased()) }
                 var drops: [Receipt] = []
                 for member in page {
                     switch DeliveryTiming.release(member, delivery: job.delivery, defaultZone: defaultZone,
@@ -124,6 +128,15 @@ public struct SchedulePlanner: Sendable {
                     dropped += Int64(drops.count)
                 }
                 if page.count < pageSize { break }
+            }
+            let nowKey = GroupKey(due: now.seconds, reason: nil, reported: false)
+            for id in unseen.sorted() {
+                groups[nowKey, default: []].append(SubscriptionTiming(id: id, timeZone: nil, quiet: nil, histogram: nil))
+                planned += 1
+                if let full = groups[nowKey], full.count >= SubJob.maxSubscriptions {
+                    groups[nowKey] = nil
+                    try await flush(nowKey, full)
+                }
             }
             for key in groups.keys.sorted(by: { ($0.due, $0.reason?.rawValue ?? "") < ($1.due, $1.reason?.rawValue ?? "") }) {
                 if let members = groups[key] { try await flush(key, members) }

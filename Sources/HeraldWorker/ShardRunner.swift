@@ -382,7 +382,7 @@ final class ShardRun {
         let query = AudienceQuery(appID: appID, audience: job.audience ?? .all)
         var pages = ShardPages(source: source, appID: appID, audience: context.audience,
                                iterator: context.audience.pages(query, in: range, after: lease.cursor, pageSize: context.settings.pageSize).makeAsyncIterator(),
-                               cursor: lease.cursor, pageSize: context.settings.pageSize)
+                               cursor: lease.cursor, pageSize: context.settings.pageSize, listed: ShardPages.listedIDs(job.audience))
         // 1. The audience, in id order, from the checkpoint.
         sweeping: while !context.stop.isSet {
             guard let page = try await pages.next() else { break }
@@ -531,6 +531,11 @@ final class ShardRun {
     /// Settles a subscription without a send when the job no longer wants one: cancelled,
     /// expired, its provider halted, no VoIP token. True when settled (or parked).
     private func resolveWithoutSending(_ member: AudienceMember, attempts: Int, firstAttemptAt: Timestamp) -> Bool {
+        // A listed subscription that does not exist, opted out or has no token for this job.
+        if let reason = member.unavailable {
+            drop(member, reason, attempts: attempts)
+            return true
+        }
         if cancelled {
             drop(member, .cancelled, attempts: attempts)
             return true
@@ -661,7 +666,9 @@ final class ShardRun {
     }
 
     private func deviceReceipt(_ member: AudienceMember, _ stage: Receipt.Stage, reason: Receipt.Reason?, attempts: Int) -> Receipt {
-        var receipt = Receipt(jobID: job.id, appID: appID, stage: stage, subscriptionID: member.id, platform: member.platform,
+        // An id of no subscription has no platform to report.
+        let platform = member.unavailable == .unknownSubscription ? nil : member.platform
+        var receipt = Receipt(jobID: job.id, appID: appID, stage: stage, subscriptionID: member.id, platform: platform,
                               reason: reason, at: .now)
         if attempts > 0 { receipt.attempts = attempts }
         return receipt
@@ -774,6 +781,11 @@ final class ShardRun {
                 break
             }
         case .halted(let haltedProvider):
+            // Expired behind the halt (HaltedJobSweeper ran the shard again): nothing will send it.
+            if job.isExpired(at: .now) {
+                drop(entry.member, .expired, attempts: entry.attempts)
+                return
+            }
             if delivery.haltReason(haltedProvider) == nil {
                 var updated = entry
                 updated.kind = .retry

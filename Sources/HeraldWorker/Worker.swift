@@ -268,6 +268,9 @@ public final class Worker: Sendable {
             tasks.addTask { await scheduler.run(stop: stop) }
             let sweeper = RetentionSweeper(pool: pool, retentionDays: configuration.retentionDays, log: log)
             tasks.addTask { await sweeper.run(stop: stop) }
+            let haltedSweeper = HaltedJobSweeper(administration: JobAdministration(pool: pool), publisher: publisher, log: log,
+                                                 interval: configuration.haltedSweepInterval)
+            tasks.addTask { await haltedSweeper.run(stop: stop) }
             let reports = MetricsPublisher(metrics: metrics, publisher: publisher, log: log, interval: configuration.metricsInterval,
                                           refresh: refreshGauges)
             tasks.addTask { await reports.run(stop: stop) }

@@ -72,6 +72,9 @@ public struct WorkerConfiguration: Sendable {
     /// `HERALD_RETENTION_DAYS`: days finished jobs and device-event dedupe rows are kept
     /// (``RetentionSweeper``), default 30; 0 keeps them forever.
     public var retentionDays: Int = 30
+    /// `HERALD_HALTED_SWEEP_SECONDS`: how often a worker looks for jobs that expired behind a
+    /// halted provider (``HaltedJobSweeper``), default 60.
+    public var haltedSweepInterval: Duration = .seconds(60)
 
     /// Topic names.
     public struct Topics: Sendable, Equatable {
@@ -175,6 +178,7 @@ public struct WorkerConfiguration: Sendable {
         providerCeilings.fcmPerMinute = fcmCeiling == 0 ? nil : Int64(fcmCeiling)
         metricsInterval = .seconds(try integer("HERALD_METRICS_INTERVAL_SECONDS", 1...3600, default: 10))
         retentionDays = try integer("HERALD_RETENTION_DAYS", 0...36_500, default: 30)
+        haltedSweepInterval = .seconds(try integer("HERALD_HALTED_SWEEP_SECONDS", 1...86_400, default: 60))
         if let text = environment["HERALD_LOG_LEVEL"], !text.isEmpty {
             guard let level = WorkerLog.Level(name: text) else {
                 throw Invalid(variable: "HERALD_LOG_LEVEL", reason: "debug, info, warning or error, not \"\(text.prefix(32))\"")

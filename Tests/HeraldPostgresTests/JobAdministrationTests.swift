@@ -144,6 +144,25 @@ struct JobAdministrationTests {
         await database.tearDown(pool)
     }
 
+    @Test func expiredJobsHoldingHaltedRetriesGiveBackTheirUnclaimedShards() async throws {
+        let (database, pool) = try await TestDatabase.migrated(apps: ["app"])
+        try await halfDoneJob(pool)
+        let administration = JobAdministration(pool: pool)
+        // Not expired, or its shard still leased: nothing to do.
+        #expect(try await administration.expiredHaltedShards().isEmpty)
+        try await pool.query("UPDATE jobs SET expires_at = now() - interval '1 minute' WHERE id = 'job-1'")
+        #expect(try await administration.expiredHaltedShards().isEmpty, "shard 0 is still leased by worker-a")
+        try await pool.query("UPDATE job_shards SET lease_expires_at = now() - interval '1 second' WHERE job_id = 'job-1' AND shard_no = 0")
+        let found = try await administration.expiredHaltedShards()
+        // Shard 0 holds the retry parked by the halt; shard 1 finished; shard 2 holds none.
+        #expect(found.map(\.shard.shardNo) == [0])
+        #expect(found.first?.urgent == true && found.first?.shard.jobID == "job-1" && found.first?.shard.shardCount == 3)
+        // Completed or cancelled jobs are left alone.
+        try await pool.query("UPDATE jobs SET state = 'completed', completed_at = now() WHERE id = 'job-1'")
+        #expect(try await administration.expiredHaltedShards().isEmpty)
+        await database.tearDown(pool)
+    }
+
     @Test func resumeRefusesUnknownCompletedAndCancelledJobs() async throws {
         let (database, pool) = try await TestDatabase.migrated()
         try await halfDoneJob(pool, id: "done")

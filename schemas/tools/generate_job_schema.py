@@ -378,7 +378,11 @@ def audience_def():
         "properties": {
             "subscription_ids": {
                 "type": "array",
-                "description": "These subscriptions: 1-10000 UUIDs (repeats are sent once).",
+                "description": "These subscriptions: 1-10000 UUIDs (repeats are sent once). Each "
+                               "listed id gets exactly one terminal receipt: one that is no "
+                               "subscription of the app is `dropped`/`unknown-subscription`, one "
+                               "opted out or invalidated (before or after planning) is "
+                               "`dropped`/`opted-out`.",
                 "minItems": 1,
                 "maxItems": MAX_EXPLICIT_IDS,
                 "items": ref("subscription_id"),
