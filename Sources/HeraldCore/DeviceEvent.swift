@@ -27,8 +27,12 @@ public struct DeviceEvent: Sendable, Equatable {
         self.at = at
     }
 
+    /// The button a click names. `action_id` is accepted on any type but means something only
+    /// on `clicked`: a `received` or `confirmed` carrying one is the same report as one without.
+    public var buttonID: String? { type == .clicked ? actionID : nil }
+
     /// What makes two events the same event (they are deduplicated on it).
-    public var dedupeKey: String { "\(type.rawValue):\(jobID):\(subscriptionID):\(actionID ?? "")" }
+    public var dedupeKey: String { "\(type.rawValue):\(jobID):\(subscriptionID):\(buttonID ?? "")" }
 
     /// Decodes and validates a device event.
     public static func decode(_ bytes: some Collection<UInt8>) throws(ValidationError) -> DeviceEvent {

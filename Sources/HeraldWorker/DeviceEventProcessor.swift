@@ -43,6 +43,20 @@ public struct DeviceEventProcessor: Sendable {
         return .forward(owners.platform)
     }
 
+    /// The event's dedupe key (pure). Its action id is the button of a click only, as in the
+    /// receipt id, so one receipt id is never forwarded, nor counted, twice.
+    static func key(for event: DeviceEvent) -> DeviceEventKey {
+        DeviceEventKey(type: event.type.rawValue, jobID: event.jobID, subscriptionID: event.subscriptionID, actionID: event.buttonID)
+    }
+
+    /// The receipt an event's first sighting becomes (pure).
+    static func receipt(for event: DeviceEvent, platform: Platform?) -> Receipt {
+        var receipt = Receipt(jobID: event.jobID, appID: event.appID, stage: event.type.receiptStage, subscriptionID: event.subscriptionID,
+                              platform: platform, at: event.at)
+        receipt.actionID = event.buttonID
+        return receipt
+    }
+
     /// Handles one event message; true when its offset may be committed.
     public func handle(_ message: KafkaMessage) async -> Bool {
         let event: DeviceEvent
@@ -54,15 +68,12 @@ public struct DeviceEventProcessor: Sendable {
         let dedupe = self.dedupe
         let publisher = context.publisher
         let metrics = context.metrics
-        let key = DeviceEventKey(type: event.type.rawValue, jobID: event.jobID, subscriptionID: event.subscriptionID, actionID: event.actionID)
+        let key = Self.key(for: event)
         let work = await MessageRetrier.run(message, context: context, subject: ["job_id": .string(event.jobID)]) { () async throws -> Verdict in
             let verdict = Self.verdict(for: event, owners: try await dedupe.owners(jobID: event.jobID, subscriptionID: event.subscriptionID))
             guard case .forward(let platform) = verdict else { return verdict }
             if try await dedupe.seen(key) { return verdict }
-            var receipt = Receipt(jobID: event.jobID, appID: event.appID, stage: event.type.receiptStage, subscriptionID: event.subscriptionID,
-                                  platform: platform, at: event.at)
-            receipt.actionID = event.actionID
-            try await publisher.publish([receipt])
+            try await publisher.publish([Self.receipt(for: event, platform: platform)])
             if try await dedupe.record(key, appID: event.appID) { metrics.deviceEvent(type: event.type.rawValue) }
             return verdict
         }

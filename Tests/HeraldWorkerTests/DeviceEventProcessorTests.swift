@@ -24,6 +24,24 @@ import Testing
         }
     }
 
+    @Test func aConfirmationWithAnActionIDIsTheSameReportAsOneWithout() {
+        var confirmed = event
+        confirmed.type = .confirmed
+        var plain = confirmed
+        plain.actionID = nil
+        #expect(DeviceEventProcessor.key(for: confirmed) == DeviceEventProcessor.key(for: plain))
+        let receipt = DeviceEventProcessor.receipt(for: confirmed, platform: .android)
+        #expect(receipt.id == "job-1:0b6c3a2e-4f1d-4a8e-9c2b-5d7e8f901234:confirmed")
+        #expect(receipt.actionID == nil && receipt.stage == .confirmed && receipt.platform == .android)
+    }
+
+    @Test func aClickKeepsItsButtonInTheKeyAndTheReceipt() {
+        #expect(DeviceEventProcessor.key(for: event).actionID == "buy")
+        let receipt = DeviceEventProcessor.receipt(for: event, platform: .ios)
+        #expect(receipt.id == "job-1:0b6c3a2e-4f1d-4a8e-9c2b-5d7e8f901234:clicked:buy")
+        #expect(receipt.actionID == "buy" && receipt.at == event.at)
+    }
+
     @Test func anEventForAJobThatIsGoneIsDropped() {
         let owners = DeviceEventOwners(jobAppID: nil, subscriptionAppID: "shop", platform: .ios)
         #expect(DeviceEventProcessor.verdict(for: event, owners: owners) == .drop)
