@@ -1,5 +1,6 @@
 import HeraldCore
 import HeraldPostgres
+import HeraldTestSupport
 @testable import HeraldWorker
 import Testing
 
@@ -30,5 +31,35 @@ import Testing
             #expect(!source.sendsToOwnToken(Self.member(.android)))
         }
         #expect(!ShardSource.audience.sendsToOwnToken(Self.member(.ios)))
+    }
+
+    /// A start that lists its subscriptions keeps every one: an iOS device without a
+    /// push-to-start token for the type as `no-push-to-start-token`, an unknown id as it came.
+    @Test(.enabled(if: TestEnvironment.shouldRun(needing: TestEnvironment.databaseVariable)))
+    func aListedStartKeepsEveryIDAndMarksIOSDevicesWithoutAPushToStartToken() async throws {
+        let database = try await WorkerTestDatabase.migrated(apps: ["app"])
+        let pool = database.pool()
+        let ids = (1...4).map { "00000000-0000-4000-8000-00000000000\($0)" }
+        try await pool.query("""
+            INSERT INTO subscriptions (id, app_id, platform, token) VALUES
+                ($1::uuid, 'app', 'ios', 'a1'), ($2::uuid, 'app', 'ios', 'a2'), ($3::uuid, 'app', 'android', 'f3')
+            """, Array(ids.prefix(3)))
+        try await pool.query("""
+            INSERT INTO push_to_start_tokens (app_id, subscription_id, attributes_type, token) VALUES ('app', $1::uuid, 'RideAttributes', 'p1')
+            """, [ids[0]])
+        let targets = LiveActivityTargets(repository: LiveActivityRepository(pool: pool), update: try Self.update("start"))
+        let listed = try await AudienceResolver(pool: pool).listedMembers(appID: "app", ids: ids)
+        #expect(listed.map(\.unavailable) == [nil, nil, nil, .unknownSubscription])
+        let members = try await targets.startMembers(appID: "app", listed, listed: true)
+        #expect(members.map(\.id) == ids)
+        #expect(members[0].token == "p1" && members[0].unavailable == nil, "sent to its push-to-start token")
+        #expect(members[1].unavailable == .noPushToStartToken)
+        #expect(members[2].unavailable == nil && members[2].platform == .android)
+        #expect(members[3].unavailable == .unknownSubscription)
+        // Without the listing (filter or all), such iOS devices are left out as before.
+        let unlisted = try await targets.startMembers(appID: "app", Array(listed.prefix(3)))
+        #expect(unlisted.map(\.id) == [ids[0], ids[2]])
+        await pool.close()
+        await database.drop()
     }
 }
