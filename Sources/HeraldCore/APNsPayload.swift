@@ -97,7 +97,14 @@ public enum APNsPayload {
             case .openpush: payload.merge(openPushKeys(content, for: recipient, truncated: truncated)) { _, new in new }
             case .pushbib: payload.merge(pushbibKeys(content, for: recipient, background: background, truncated: truncated)) { _, new in new }
             }
-            return merged(payload, raw: content.apns).serializedBytes()
+            var result = merged(payload, raw: content.apns)
+            // OpenPush: APNs options live in `aps`; an `op_apns_*` key never reaches the device,
+            // not even from the job's raw overrides.
+            if recipient.dialect == .openpush, case .object(var members) = result {
+                for key in members.keys where key.hasPrefix("op_apns") { members.removeValue(forKey: key) }
+                result = .object(members)
+            }
+            return result.serializedBytes()
         }
         return try fit(body: background ? nil : text.body, limit: limit, background: background, render: render)
     }

@@ -120,6 +120,19 @@ public final class KafkaProducer: Sendable {
         }
     }
 
+    /// Fetches the metadata of `topics` now (a broker that auto-creates topics, such as the mock
+    /// cluster, creates them): consumers subscribed to them then see every partition from the
+    /// start instead of rebalancing when the first message creates the topic.
+    public func prepare(topics: [String]) async {
+        let messages = topics.map { KafkaProducerMessage(topic: $0, key: [], value: []) }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            enqueueQueue.async {
+                self.prepareTopics(messages)
+                continuation.resume()
+            }
+        }
+    }
+
     /// Fetches the metadata of topics this producer has not sent to yet, before a batch is
     /// queued: a batch queued for a topic librdkafka knows nothing about waits about a second
     /// (its periodic topic scan) before the first message goes out. Blocking; on `enqueueQueue`.

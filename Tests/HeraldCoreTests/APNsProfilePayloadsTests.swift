@@ -51,4 +51,12 @@ import Testing
         let payload = try JSONValue.parse(rendered.bytes)
         #expect(payload == .object(["aps": .object([:]), "call_id": .string("c1"), "pushbib_voip": .string("1")]))
     }
+
+    @Test func openPushNeverSendsAnOpAPNsKeyEvenFromRawOverrides() throws {
+        let content = try Self.content(#""title":"T","apns":{"op_apns_sound":"x","op_apns":1,"aps":{"badge":2},"custom":"kept"}"#)
+        let rendered = try APNsPayload.notification(content, for: .init(jobID: "j:1", subscriptionID: "s", dialect: .openpush))
+        let payload = try JSONValue.parse(rendered.bytes)
+        #expect(payload["op_apns_sound"] == nil && payload["op_apns"] == nil)
+        #expect(payload["aps"]?["badge"] == .int(2) && payload["custom"] == .string("kept"))
+    }
 }
