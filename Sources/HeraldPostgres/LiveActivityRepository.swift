@@ -138,7 +138,7 @@ public struct LiveActivityRepository: Sendable {
     private func attached(appID: String, activityID: String, after cursor: String?, ids: [String]?, limit: Int) async throws(PostgresError) -> [AudienceMember] {
         let sql = """
             SELECT s.id, s.platform, CASE WHEN s.platform = 'ios' THEN t.token ELSE s.token END, s.sandbox, s.sdk, s.language,
-                   s.time_zone, s.voip_token
+                   s.time_zone, s.voip_token, s.provider
             FROM activity_tokens t JOIN subscriptions s ON s.app_id = t.app_id AND s.id = t.subscription_id
             WHERE t.app_id = $1 AND t.activity_id = $2 AND t.invalidated_at IS NULL AND s.opted_in AND s.invalidated_at IS NULL
               AND ($3::uuid IS NULL OR s.id > $3::uuid) AND ($5::uuid[] IS NULL OR s.id = ANY($5::uuid[]))

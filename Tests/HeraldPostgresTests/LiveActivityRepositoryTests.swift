@@ -107,4 +107,26 @@ struct LiveActivityRepositoryTests {
         #expect(try await pool.query("SELECT count(*) FROM subscriptions WHERE invalidated_at IS NOT NULL").rows == [["0"]])
         await database.tearDown(pool)
     }
+
+    /// An attached member is read with every column an audience member has, as the audience
+    /// queries read it: an iOS subscription registered through FCM stays an FCM one (its
+    /// activity token goes to APNs all the same: the worker routes by job kind).
+    @Test func attachedMembersKeepTheSubscriptionsProvider() async throws {
+        let (database, pool) = try await TestDatabase.migrated()
+        let activities = LiveActivityRepository(pool: pool)
+        let ios = "00000000-0000-4000-8000-000000000001"
+        let android = "00000000-0000-4000-8000-000000000002"
+        try await pool.query("INSERT INTO subscriptions (id, app_id, platform, token, provider) VALUES ($1::uuid, 'app', 'ios', 'fcm-ios', 'fcm')",
+                             [ios], idempotent: false)
+        try await pool.query("INSERT INTO subscriptions (id, app_id, platform, token) VALUES ($1::uuid, 'app', 'android', 'fcm-android')",
+                             [android], idempotent: false)
+        _ = try await activities.checkAndSet(appID: "app", activityID: "ride-1", streamID: "s", sequence: 1, timestamp: 1)
+        try await pool.query("INSERT INTO activity_tokens (app_id, activity_id, subscription_id, token) VALUES ('app', 'ride-1', $1::uuid, 'activity-1')",
+                             [ios], idempotent: false)
+        try await activities.attachAndroid(appID: "app", activityID: "ride-1", [(android, "fcm-android")])
+        let members = try await activities.attached(appID: "app", activityID: "ride-1", after: nil, limit: 10)
+        #expect(members.map(\.token) == ["activity-1", "fcm-android"])
+        #expect(members.map(\.provider) == [.fcm, .fcm])
+        await database.tearDown(pool)
+    }
 }
