@@ -262,9 +262,13 @@ final class DevEnvironment: @unchecked Sendable {
         var base = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("HERALD_") }
         base.merge(environment) { $1 }
         workerLock.withLock { workerBase = base }
-        var started: [(DevChild, URL, Int)] = []
+        var started: [(DevChild, URL, Int, Int)] = []
         for _ in 1...count { started.append(try spawnWorker(directory: directory)) }
-        for (worker, log, index) in started { try await waitUntilReady(worker, log: log, index: index) }
+        for (worker, log, index, _) in started { try await waitUntilReady(worker, log: log, index: index) }
+        // Every lane of every worker has joined its group: the last worker's join is the last
+        // rebalance, which the mock cluster holds for session.timeout.ms. Sending before it
+        // settles stalled the demo's campaign for that long, with nothing sent.
+        for (worker, log, index, port) in started { try await waitUntilJoined(worker, log: log, index: index, port: port) }
     }
 
     /// Starts one more worker with the environment of ``startWorkers(_:environment:directory:)``
@@ -272,22 +276,23 @@ final class DevEnvironment: @unchecked Sendable {
     /// and waits until it is ready.
     @discardableResult
     func startReplacementWorker(directory: URL) async throws -> DevChild {
-        let (worker, log, index) = try spawnWorker(directory: directory)
+        let (worker, log, index, _) = try spawnWorker(directory: directory)
         try await waitUntilReady(worker, log: log, index: index)
         return worker
     }
 
-    private func spawnWorker(directory: URL) throws -> (DevChild, URL, Int) {
+    private func spawnWorker(directory: URL) throws -> (DevChild, URL, Int, Int) {
         let executable = workerExecutable.map { URL(fileURLWithPath: $0) } ?? URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         return try workerLock.withLock {
             let index = workerList.count + 1
             let log = directory.appendingPathComponent("worker-\(index).log")
             var variables = workerBase ?? [:]
             variables["HERALD_WORKER_ID"] = "dev-worker-\(index)"
-            variables["HERALD_HTTP_PORT"] = String(DevPorts.free())
+            let port = DevPorts.free()
+            variables["HERALD_HTTP_PORT"] = String(port)
             let worker = try DevChild(path: executable.path, arguments: ["run"], environment: variables, outputPath: log.path)
             workerList.append(worker)
-            return (worker, log, index)
+            return (worker, log, index, port)
         }
     }
 
@@ -299,6 +304,19 @@ final class DevEnvironment: @unchecked Sendable {
             if text.contains("\"worker ready\"") { return }
             if !worker.isRunning || ContinuousClock.now > deadline {
                 throw DevPostgres.Failure(description: "worker \(index) did not start: \(text.suffix(1200))")
+            }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+    }
+
+    /// Joined when its `/readyz` answers 200: every lane has an assignment (and PostgreSQL
+    /// answers).
+    private func waitUntilJoined(_ worker: DevChild, log: URL, index: Int, port: Int) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while (try? await DevHTTP.get(port: port, path: "/readyz", timeoutSeconds: 2)) == nil {
+            if !worker.isRunning || ContinuousClock.now > deadline {
+                let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+                throw DevPostgres.Failure(description: "worker \(index) did not join its consumer groups within 60 s: \(text.suffix(1200))")
             }
             try? await Task.sleep(for: .milliseconds(100))
         }

@@ -23,6 +23,7 @@ struct DevDemo {
         var dropped: Int64 = 0
         var completed: Receipt.Totals?
         var startedAt = ContinuousClock.now
+        var firstAcceptedAt: ContinuousClock.Instant?
         var finishedAt: ContinuousClock.Instant?
         var terminal: Int64 { accepted + unregistered + failed + dropped }
     }
@@ -194,7 +195,9 @@ struct DevDemo {
                     for (provider, latency) in report.latencyMilliseconds { p99[provider.rawValue] = latency.p99 }
                 } else if let receipt = try? Receipt.decode(message.value), var job = progress[receipt.jobID] {
                     switch receipt.stage {
-                    case .accepted: job.accepted += 1
+                    case .accepted:
+                        job.accepted += 1
+                        if job.firstAcceptedAt == nil { job.firstAcceptedAt = ContinuousClock.now }
                     case .unregistered: job.unregistered += 1
                     case .failed: job.failed += 1
                     case .dropped: job.dropped += 1
@@ -251,16 +254,20 @@ struct DevDemo {
     }
 
     private func printSummary(_ progress: [String: JobProgress], order: [String]) {
-        let header = ["job", "kind", "audience", "accepted", "unregistered", "failed", "dropped", "seconds"]
+        // `seconds` from the demo's start; `sending s` from the job's first accepted receipt to
+        // its completed event, the time the workers spent on it.
+        let header = ["job", "kind", "audience", "accepted", "unregistered", "failed", "dropped", "seconds", "sending s"]
         var rows: [[String]] = [header]
+        func seconds(_ from: ContinuousClock.Instant?, _ to: ContinuousClock.Instant?) -> String {
+            guard let from, let to else { return "-" }
+            let elapsed = to - from
+            return String(format: "%.1f", Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        }
         for id in order {
             guard let job = progress[id] else { continue }
-            let seconds = job.finishedAt.map { finished -> String in
-                let elapsed = finished - job.startedAt
-                return String(format: "%.1f", Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-            } ?? "-"
             rows.append([job.name, job.kind, job.audience.map(String.init) ?? "-", String(job.accepted), String(job.unregistered),
-                         String(job.failed), String(job.dropped), seconds])
+                         String(job.failed), String(job.dropped), seconds(job.startedAt, job.finishedAt),
+                         seconds(job.firstAcceptedAt, job.finishedAt)])
         }
         let widths = (0..<header.count).map { column in rows.map { $0[column].count }.max() ?? 0 }
         print("")
