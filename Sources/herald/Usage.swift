@@ -15,7 +15,8 @@ enum Usage {
       validate [FILE|-]          validate any Herald message by its "schema" member
       migrate                    apply the database migrations (--database-url URL or HERALD_DATABASE_URL)
       seed                       create an app from simulator credentials and N synthetic subscriptions (COPY)
-      bench audience             stream an app's audience in keyset pages; prints rows/s and peak RSS (--json)
+      bench http2|kafka|audience|pipeline|poison
+                                 benchmarks that print JSON (docs/BENCHMARKS.md)
       send                       build or read a job, validate it, produce it to the jobs topic (--app … --title … --all | --file PATH|-)
       tail results|metrics|dlq   follow a topic with a throwaway consumer group (--from-beginning, --json, --count N, --job ID, --timeout S)
       jobs show|cancel|resume ID show a job and its shards, cancel it, or resume it after a halt (re-queues its shards)
@@ -24,8 +25,9 @@ enum Usage {
       dlq replay                 re-produce dead letters to their source topics (--since T --until T --reason-contains X --dry-run)
       dev-broker                 run an embedded Kafka broker (librdkafka mock cluster) on 127.0.0.1
       sim                        run the APNs and FCM simulators (TLS HTTP/2 on 127.0.0.1); `sim token` prints an APNs token
-      bench http2                HTTP/2 load through Herald's client, JSON out
       --version                  print the version
+
+    `herald <command> --help` prints a command's own usage.
     """
 }
 

@@ -18,6 +18,11 @@ do {
     exit(78)
 }
 
+if let usage = Help.usage(for: arguments) {
+    print(usage)
+    exit(0)
+}
+
 switch arguments.first {
 case "--version", "version":
     print("herald \(HeraldVersion.string)")

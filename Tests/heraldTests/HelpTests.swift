@@ -1,0 +1,33 @@
+import Foundation
+import HeraldTestSupport
+import Testing
+
+/// `--help` and `-h` everywhere: the usage on standard output, exit status 0, nothing run.
+@Suite(.timeLimit(.minutes(2))) struct HelpTests {
+    static let commands: [[String]] = [
+        ["validate-job"], ["validate"], ["dev"], ["run"], ["migrate"], ["sim"], ["sim", "token"], ["seed"], ["dev-broker"],
+        ["send"], ["tail"], ["tail", "results"], ["apps"], ["apps", "add"], ["apps", "update"], ["apps", "show"], ["apps", "rekey"],
+        ["topics", "create"], ["dlq", "replay"], ["jobs", "show"], ["jobs", "cancel"], ["jobs", "resume"],
+        ["bench"], ["bench", "http2"], ["bench", "kafka"], ["bench", "audience"], ["bench", "pipeline"], ["bench", "poison"],
+    ]
+
+    @Test(arguments: commands) func everyCommandAnswersHelpWithItsUsage(command: [String]) throws {
+        for flag in ["--help", "-h"] {
+            // Options around it are not parsed: help wins, nothing connects anywhere.
+            let result = try Subprocess.run(TestEnvironment.heraldBinary, command + ["--database-url", "postgresql://nowhere:1/x", flag])
+            #expect(result.status == 0, "\(command) \(flag): exit \(result.status), stderr \(result.stderr)")
+            #expect(result.stdout.hasPrefix("usage: herald"), "\(command) \(flag): \(result.stdout.prefix(120))")
+            #expect(result.stderr.isEmpty, "\(command) \(flag): \(result.stderr.prefix(200))")
+        }
+    }
+
+    @Test func withoutArgumentsTheTopLevelUsageListsEveryCommandAndIsAUsageError() throws {
+        let result = try Subprocess.run(TestEnvironment.heraldBinary, [])
+        #expect(result.status == 64)
+        for command in ["dev", "run", "validate-job", "validate", "migrate", "seed", "send", "tail", "jobs", "apps", "topics", "dlq",
+                        "dev-broker", "sim", "bench"] {
+            #expect(result.stdout.contains("  \(command)"), "\(command) is not in the top-level usage")
+        }
+        #expect(try Subprocess.run(TestEnvironment.heraldBinary, ["--help"]).status == 0)
+    }
+}
