@@ -187,6 +187,7 @@ public final class Worker: Sendable {
         if configuration.httpPort != 0 {
             let metrics = self.metrics
             let stop = self.stop
+            let buildVersion = configuration.buildVersion
             let server = HealthServer(host: configuration.httpHost, port: configuration.httpPort) { path in
                 switch path {
                 case "/healthz":
@@ -200,7 +201,9 @@ public final class Worker: Sendable {
                     return HealthServer.Response(status: answer.status, body: answer.body)
                 case "/metrics":
                     await refreshGauges()
-                    return HealthServer.Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.prometheusText())
+                    let process = ProcessStatistics.prometheusText(ProcessStatistics.current(), version: buildVersion)
+                    return HealthServer.Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
+                                                 body: metrics.prometheusText() + process)
                 default:
                     return HealthServer.Response(status: 404, body: "not found\n")
                 }

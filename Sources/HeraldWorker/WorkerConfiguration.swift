@@ -75,6 +75,8 @@ public struct WorkerConfiguration: Sendable {
     /// `HERALD_HALTED_SWEEP_SECONDS`: how often a worker looks for jobs that expired behind a
     /// halted provider (``HaltedJobSweeper``), default 60.
     public var haltedSweepInterval: Duration = .seconds(60)
+    /// The build's version, for `herald_build_info` (set by `herald run`, not from the environment).
+    public var buildVersion = "unknown"
 
     /// Topic names.
     public struct Topics: Sendable, Equatable {

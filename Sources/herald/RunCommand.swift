@@ -20,7 +20,7 @@ enum RunCommand {
             Console.error("herald run: takes no arguments (configuration is HERALD_* environment variables)\n\(usage)")
             return 64
         }
-        let configuration: WorkerConfiguration
+        var configuration: WorkerConfiguration
         do {
             configuration = try WorkerConfiguration(environment: ProcessInfo.processInfo.environment)
         } catch {
@@ -29,6 +29,7 @@ enum RunCommand {
         }
         // A worker's log is its standard output; librdkafka's lines join it there.
         KafkaLogOutput.useStandardOutput(true)
+        configuration.buildVersion = HeraldVersion.string
         let worker = Worker(configuration: configuration)
         do {
             return try await worker.run()
