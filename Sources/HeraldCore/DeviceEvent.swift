@@ -34,9 +34,10 @@ public struct DeviceEvent: Sendable, Equatable {
     /// What makes two events the same event (they are deduplicated on it).
     public var dedupeKey: String { "\(type.rawValue):\(jobID):\(subscriptionID):\(buttonID ?? "")" }
 
-    /// Decodes and validates a device event.
+    /// Decodes and validates a device event: JSON, or JSON framed by Confluent's serializers
+    /// (``ConfluentWireFormat``).
     public static func decode(_ bytes: some Collection<UInt8>) throws(ValidationError) -> DeviceEvent {
-        try DeviceEvent(json: try JSONValue.parse(bytes, limits: .init(maxBytes: 64 * 1024)))
+        try DeviceEvent(json: try JSONValue.parse(ConfluentWireFormat.unwrap(bytes).json, limits: .init(maxBytes: 64 * 1024)))
     }
 
     /// Validates a parsed device event.

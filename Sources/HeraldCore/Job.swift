@@ -42,8 +42,10 @@ public struct Job: Sendable {
     /// The document as received, kept to store and to re-publish.
     public var document: JSONValue
 
-    /// Decodes and validates a job from its bytes (the Kafka message value).
+    /// Decodes and validates a job from its bytes (the Kafka message value): JSON, or JSON
+    /// framed by Confluent's serializers (``ConfluentWireFormat``).
     public static func decode(_ bytes: some Collection<UInt8>) throws(ValidationError) -> Job {
+        let bytes = ConfluentWireFormat.unwrap(bytes).json
         guard bytes.count <= maxBytes else {
             throw ValidationError(at: .root, "job is \(bytes.count) bytes, larger than the limit of \(maxBytes) bytes")
         }

@@ -12,6 +12,7 @@ public enum Message: Sendable {
 
     /// Decodes a message of whichever kind its `schema` member names.
     public static func decode(_ bytes: some Collection<UInt8>) throws(ValidationError) -> Message {
+        let bytes = ConfluentWireFormat.unwrap(bytes).json
         if bytes.count > Job.maxBytes {
             throw ValidationError(at: .root, "message is \(bytes.count) bytes, larger than the limit of \(Job.maxBytes) bytes")
         }
