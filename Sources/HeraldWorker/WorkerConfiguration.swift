@@ -138,25 +138,7 @@ public struct WorkerConfiguration: Sendable {
             httpHost = host
         }
         stallAfter = .seconds(try integer("HERALD_STALL_SECONDS", 2...3600, default: 30))
-        func endpoint(_ name: String) throws(Invalid) -> ProviderEndpoints.Endpoint? {
-            guard let text = environment[name], !text.isEmpty else { return nil }
-            guard let endpoint = ProviderEndpoints.Endpoint(url: text) else {
-                throw Invalid(variable: name, reason: "must be an https://host[:port] URL, not \"\(text.prefix(64))\"")
-            }
-            return endpoint
-        }
-        endpoints.apns = try endpoint("HERALD_APNS_ENDPOINT")
-        endpoints.fcm = try endpoint("HERALD_FCM_ENDPOINT")
-        do {
-            endpoints.fcmTokenHosts = try FCMTokenHosts(variable: environment["HERALD_FCM_TOKEN_HOSTS"])
-        } catch {
-            throw Invalid(variable: "HERALD_FCM_TOKEN_HOSTS", reason: error.reason)
-        }
-        if let file = environment["HERALD_TLS_CA_FILE"], !file.isEmpty {
-            guard access(file, R_OK) == 0 else { throw Invalid(variable: "HERALD_TLS_CA_FILE", reason: "cannot read \(file)") }
-            endpoints.caFile = file
-        }
-        endpoints.connectionsPerHost = try integer("HERALD_PROVIDER_CONNECTIONS", 1...64, default: 4)
+        endpoints = try Self.endpoints(environment: environment)
         shardConcurrency = try integer("HERALD_SHARD_CONCURRENCY", 1...256, default: 4)
         jobConcurrency = try integer("HERALD_JOB_CONCURRENCY", 1...1024, default: 16)
         shard.window = try integer("HERALD_SEND_WINDOW", 1...10_000, default: 256)
@@ -187,5 +169,37 @@ public struct WorkerConfiguration: Sendable {
             }
             logLevel = level
         }
+    }
+
+    /// The provider endpoints from `HERALD_APNS_ENDPOINT`, `HERALD_FCM_ENDPOINT`,
+    /// `HERALD_FCM_TOKEN_HOSTS`, `HERALD_TLS_CA_FILE` and `HERALD_PROVIDER_CONNECTIONS`, as a
+    /// worker reads them (also `herald send --token`).
+    public static func endpoints(environment: [String: String]) throws(Invalid) -> ProviderEndpoints {
+        var endpoints = ProviderEndpoints()
+        func endpoint(_ name: String) throws(Invalid) -> ProviderEndpoints.Endpoint? {
+            guard let text = environment[name], !text.isEmpty else { return nil }
+            guard let endpoint = ProviderEndpoints.Endpoint(url: text) else {
+                throw Invalid(variable: name, reason: "must be an https://host[:port] URL, not \"\(text.prefix(64))\"")
+            }
+            return endpoint
+        }
+        endpoints.apns = try endpoint("HERALD_APNS_ENDPOINT")
+        endpoints.fcm = try endpoint("HERALD_FCM_ENDPOINT")
+        do {
+            endpoints.fcmTokenHosts = try FCMTokenHosts(variable: environment["HERALD_FCM_TOKEN_HOSTS"])
+        } catch {
+            throw Invalid(variable: "HERALD_FCM_TOKEN_HOSTS", reason: error.reason)
+        }
+        if let file = environment["HERALD_TLS_CA_FILE"], !file.isEmpty {
+            guard access(file, R_OK) == 0 else { throw Invalid(variable: "HERALD_TLS_CA_FILE", reason: "cannot read \(file)") }
+            endpoints.caFile = file
+        }
+        if let text = environment["HERALD_PROVIDER_CONNECTIONS"], !text.isEmpty {
+            guard let count = Int(text), (1...64).contains(count) else {
+                throw Invalid(variable: "HERALD_PROVIDER_CONNECTIONS", reason: "must be a whole number from 1 to 64, not \"\(text.prefix(32))\"")
+            }
+            endpoints.connectionsPerHost = count
+        }
+        return endpoints
     }
 }

@@ -11,12 +11,19 @@ enum SendCommand {
     usage: herald send --file PATH|- [--brokers B]
            herald send --app APP [--title T] [--body B] (--subscription ID ... | --external-id X ... | --all)
                        [--id ID] [--urgent] [--data JSON] [--url U] [--expires-in SECONDS] [--brokers B]
+           herald send --token T --platform ios|android --app APP [--provider apns|fcm] [--sandbox] [--no-sdk]
+                       [--title T] [--body B] [--data JSON] [--url U] [--file PATH|-] [--database-url URL]
+      --token: one test push straight to a device token, through the worker's renderer (the app's
+      payload profile), the app's credentials and the providers (HERALD_APNS_ENDPOINT, … as a
+      worker reads them); prints the provider's answer as JSON. No broker, no receipt, no
+      invalidation. Exit 0 accepted, 1 refused (unregistered, failed, credentials), 69 retryable.
     """
 
     /// Options that build the job; refused together with `--file`.
     private static let builderOptions = ["--app", "--title", "--body", "--subscription", "--external-id", "--id", "--data", "--url", "--expires-in"]
 
     static func run(_ arguments: [String]) async -> Int32 {
+        if arguments.contains("--token") { return await TestPushCommand.run(arguments) }
         var options = OptionParser(arguments, command: "herald send", usage: usage, flags: ["--urgent", "--all"])
         let brokers = options.string("--brokers")
         let bytes: [UInt8]
