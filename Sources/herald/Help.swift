@@ -27,6 +27,7 @@ enum Help {
         case "topics": return TopicsCommand.usage
         case "dlq": return DLQCommand.usage
         case "jobs": return JobsCommand.usage
+        case "doctor": return DoctorCommand.usage
         case "bench":
             switch arguments.dropFirst().first {
             case "http2": return BenchHTTP2Command.usage

@@ -14,6 +14,7 @@ enum Usage {
       validate-job [FILE|-]      validate a herald.job.v1 document (exit 0 valid, 65 invalid; reasons on stderr)
       validate [FILE|-]          validate any Herald message by its "schema" member
       migrate                    apply the database migrations (--database-url URL or HERALD_DATABASE_URL)
+      doctor                     check PostgreSQL, migrations, clock, Kafka topics and app credentials, one line each
       seed                       create an app from simulator credentials and N synthetic subscriptions (COPY)
       bench http2|kafka|audience|pipeline|poison
                                  benchmarks that print JSON (docs/BENCHMARKS.md)

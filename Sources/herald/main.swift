@@ -57,6 +57,8 @@ case "jobs":
     status = await JobsCommand.run(Array(arguments.dropFirst()))
 case "bench":
     status = await BenchCommand.run(Array(arguments.dropFirst()))
+case "doctor":
+    status = await DoctorCommand.run(Array(arguments.dropFirst()))
 case nil, "help", "--help", "-h":
     print(Usage.text)
     status = arguments.isEmpty ? 64 : 0

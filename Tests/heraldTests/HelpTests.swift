@@ -8,7 +8,7 @@ import Testing
         ["validate-job"], ["validate"], ["dev"], ["run"], ["migrate"], ["sim"], ["sim", "token"], ["seed"], ["dev-broker"],
         ["send"], ["tail"], ["tail", "results"], ["apps"], ["apps", "add"], ["apps", "update"], ["apps", "show"], ["apps", "rekey"],
         ["topics", "create"], ["dlq", "replay"], ["jobs", "show"], ["jobs", "cancel"], ["jobs", "resume"],
-        ["bench"], ["bench", "http2"], ["bench", "kafka"], ["bench", "audience"], ["bench", "pipeline"], ["bench", "poison"],
+        ["doctor"], ["bench"], ["bench", "http2"], ["bench", "kafka"], ["bench", "audience"], ["bench", "pipeline"], ["bench", "poison"],
     ]
 
     @Test(arguments: commands) func everyCommandAnswersHelpWithItsUsage(command: [String]) throws {
@@ -25,7 +25,7 @@ import Testing
         let result = try Subprocess.run(TestEnvironment.heraldBinary, [])
         #expect(result.status == 64)
         for command in ["dev", "run", "validate-job", "validate", "migrate", "seed", "send", "tail", "jobs", "apps", "topics", "dlq",
-                        "dev-broker", "sim", "bench"] {
+                        "dev-broker", "sim", "bench", "doctor"] {
             #expect(result.stdout.contains("  \(command)"), "\(command) is not in the top-level usage")
         }
         #expect(try Subprocess.run(TestEnvironment.heraldBinary, ["--help"]).status == 0)

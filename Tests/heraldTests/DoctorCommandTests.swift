@@ -1,0 +1,33 @@
+import Foundation
+import HeraldTestSupport
+import Testing
+
+@Suite(.timeLimit(.minutes(3))) struct DoctorCommandTests {
+    /// Against the test PostgreSQL and broker: everything passes; then with PostgreSQL out of
+    /// reach, the failing check is named and the exit status is 1.
+    @Test(.enabled(if: TestEnvironment.shouldRun(needing: TestEnvironment.databaseVariable)
+                   && TestEnvironment.shouldRun(needing: TestEnvironment.kafkaVariable)))
+    func passesAgainstARunningSetupAndNamesTheFailingCheck() async throws {
+        try await withFixture("doctor") { fixture in
+            _ = try fixture.startSimulator()
+            _ = try await fixture.seed(app: "e2e", devices: 0)
+            await fixture.producer.prepare(topics: Array(fixture.topics.values))
+            let good = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["doctor"], environment: fixture.baseEnvironment, timeout: 60)
+            #expect(good.status == 0, "\(good.stdout)\n\(good.stderr)")
+            for name in ["postgres", "clock", "migrations", "credentials", "kafka", "topics"] {
+                #expect(good.stdout.contains("ok   \(name):"), "\(name): \(good.stdout)")
+            }
+            var down = fixture.baseEnvironment
+            down["HERALD_DATABASE_URL"] = "postgresql://herald@127.0.0.1:1/none?connect_timeout=2"
+            let bad = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["doctor"], environment: down, timeout: 60)
+            #expect(bad.status == 1, "\(bad.stdout)\n\(bad.stderr)")
+            #expect(bad.stdout.contains("FAIL postgres:"), "\(bad.stdout)")
+            #expect(bad.stdout.contains("ok   kafka:"), "the other checks still run: \(bad.stdout)")
+            // A topic missing is named (these names were never created).
+            var renamed = fixture.baseEnvironment
+            renamed["HERALD_TOPIC_METRICS"] = "doctor-missing-\(UUID().uuidString.prefix(8))"
+            let missing = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["doctor"], environment: renamed, timeout: 60)
+            #expect(missing.status == 1 && missing.stdout.contains("FAIL topics: missing: doctor-missing-"), "\(missing.stdout)")
+        }
+    }
+}
