@@ -91,11 +91,28 @@ def main():
 
     # What the code reads: string literals "HERALD_…" (prefixes such as "HERALD_TOPIC_" end in _
     # and are left out by the pattern).
+    # ConfigurationAudit.swift holds the worker's allow-list of those names (it warns about any
+    # other HERALD_* variable at start): it must list exactly what the rest of the code reads.
     read_by_code = set()
+    audit = SOURCES / "HeraldWorker" / "ConfigurationAudit.swift"
     for source in sorted(SOURCES.rglob("*.swift")):
+        if source == audit:
+            continue
         read_by_code.update(re.findall(r'"(HERALD_[A-Z0-9_]*[A-Z0-9])"', source.read_text(encoding="utf-8")))
     if not read_by_code:
         problem(SOURCES, "found no \"HERALD_…\" literals; is this Herald's repository?")
+    audit_text = audit.read_text(encoding="utf-8") if audit.is_file() else ""
+    block = re.search(r"knownVariables: Set<String> = \[(.*?)\]", audit_text, re.S)
+    allowed = set(re.findall(r'"(HERALD_[A-Z0-9_]*[A-Z0-9])"', block.group(1))) if block else set()
+    if not block:
+        problem(audit, "no knownVariables list")
+    # SASL's password arrives through the HERALD_KAFKA_PROPERTY_* family the audit allows.
+    for name in sorted(read_by_code - allowed):
+        if not name.startswith("HERALD_KAFKA_PROPERTY_"):
+            problem(audit, f"{name} is read by the code but missing from ConfigurationAudit.knownVariables (the worker would warn about it)")
+    for name in sorted(allowed - read_by_code):
+        problem(audit, f"{name} is in ConfigurationAudit.knownVariables but no code reads it")
+    read_by_code |= allowed
     for name in sorted(read_by_code - documented):
         problem(OPERATIONS, f"{name} is read by the code (Sources/) but not described in the configuration reference")
 

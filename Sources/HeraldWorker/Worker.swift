@@ -221,6 +221,11 @@ public final class Worker: Sendable {
         }
 
         let signals = installSignalHandlers()
+        let unknown = configuration.unknownVariables
+        if !unknown.isEmpty {
+            log.warning("HERALD_* variables this worker does not read (ignored: a typo?)", ["variables": .array(unknown.map(JSONValue.string))])
+        }
+        log.info("configuration", ConfigurationAudit.summary(configuration))
         log.info("worker ready", [
             "group": .string(group), "topics": .array([topics.jobs, topics.jobsUrgent, topics.shards, topics.shardsUrgent, topics.deviceEvents].map(JSONValue.string)),
             "results": .string(topics.results), "shard_concurrency": .int(configuration.shardConcurrency),

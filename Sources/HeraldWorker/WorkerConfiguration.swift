@@ -77,6 +77,9 @@ public struct WorkerConfiguration: Sendable {
     public var haltedSweepInterval: Duration = .seconds(60)
     /// The build's version, for `herald_build_info` (set by `herald run`, not from the environment).
     public var buildVersion = "unknown"
+    /// `HERALD_*` variables of the environment Herald does not read (``ConfigurationAudit``),
+    /// logged as a warning at start.
+    public var unknownVariables: [String] = []
 
     /// Topic names.
     public struct Topics: Sendable, Equatable {
@@ -163,6 +166,7 @@ public struct WorkerConfiguration: Sendable {
         metricsInterval = .seconds(try integer("HERALD_METRICS_INTERVAL_SECONDS", 1...3600, default: 10))
         retentionDays = try integer("HERALD_RETENTION_DAYS", 0...36_500, default: 30)
         haltedSweepInterval = .seconds(try integer("HERALD_HALTED_SWEEP_SECONDS", 1...86_400, default: 60))
+        unknownVariables = ConfigurationAudit.unknownVariables(environment)
         if let text = environment["HERALD_LOG_LEVEL"], !text.isEmpty {
             guard let level = WorkerLog.Level(name: text) else {
                 throw Invalid(variable: "HERALD_LOG_LEVEL", reason: "debug, info, warning or error, not \"\(text.prefix(32))\"")
