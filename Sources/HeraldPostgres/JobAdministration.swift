@@ -284,6 +284,43 @@ public struct JobAdministration: Sendable {
         return result
     }
 
+    /// One line of `herald jobs list`.
+    public struct Listing: Sendable, Equatable {
+        public var id: String
+        public var appID: String
+        public var kind: String
+        public var state: String
+        public var urgent: Bool
+        public var receivedAt: Timestamp?
+        public var completedAt: Timestamp?
+        public var audienceEstimate: Int64?
+        public var totals: Receipt.Totals
+    }
+
+    /// The jobs users sent (not the sub-jobs Herald derives), newest first: of `appID` and in
+    /// `state` when given, at most `limit`.
+    public func list(appID: String? = nil, state: String? = nil, limit: Int = 50) async throws(PostgresError) -> [Listing] {
+        let rows = try await pool.query("""
+            SELECT id, app_id, kind, state, urgent::text, \(utc("received_at")) AS received_at, \(utc("completed_at")) AS completed_at,
+                   audience_estimate::text, accepted::text, unregistered::text, failed::text, dropped::text
+            FROM jobs
+            WHERE parent_id IS NULL AND ($1::text IS NULL OR app_id = $1) AND ($2::text IS NULL OR state = $2)
+            ORDER BY received_at DESC, id
+            LIMIT $3::bigint
+            """, [appID, state, String(max(1, min(limit, 10_000)))])
+        return rows.rows.indices.compactMap { row in
+            guard let id = rows.value(row, "id"), let app = rows.value(row, "app_id"), let kind = rows.value(row, "kind"),
+                  let state = rows.value(row, "state") else { return nil }
+            func count(_ column: String) -> Int64 { rows.value(row, column).flatMap { Int64($0) } ?? 0 }
+            return Listing(id: id, appID: app, kind: kind, state: state, urgent: rows.value(row, "urgent") == "true",
+                           receivedAt: rows.value(row, "received_at").flatMap(Timestamp.init(rfc3339:)),
+                           completedAt: rows.value(row, "completed_at").flatMap(Timestamp.init(rfc3339:)),
+                           audienceEstimate: rows.value(row, "audience_estimate").flatMap { Int64($0) },
+                           totals: Receipt.Totals(accepted: count("accepted"), unregistered: count("unregistered"),
+                                                  failed: count("failed"), dropped: count("dropped")))
+        }
+    }
+
     /// A `timestamptz` column as RFC 3339 in UTC, whatever the session's time zone and DateStyle.
     private func utc(_ column: String) -> String {
         "to_char(\(column) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"

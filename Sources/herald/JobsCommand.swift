@@ -8,12 +8,18 @@ import HeraldWorker
 /// resume, on the shards topic).
 enum JobsCommand {
     static let usage = """
-    usage: herald jobs show ID [--json] [--database-url URL]
-           herald jobs cancel ID [--database-url URL]
-           herald jobs resume ID [--database-url URL] [--brokers B]
+    usage: herald jobs list [--app APP] [--state STATE] [--limit N] [--json] [--database-url URL]
+           herald jobs show ID [--json] [--database-url URL]
+           herald jobs cancel ID [--json] [--database-url URL]
+           herald jobs resume ID [--json] [--database-url URL] [--brokers B]
+      list: the jobs users sent (not derived sub-jobs), newest first (default 50, at most 10000);
+      STATE is received, scheduled, planned, running, completed, cancelled, halted or expired.
     """
 
+    static let states = ["received", "scheduled", "planned", "running", "completed", "cancelled", "halted", "expired"]
+
     static func run(_ arguments: [String]) async -> Int32 {
+        if arguments.first == "list" { return await list(Array(arguments.dropFirst())) }
         guard arguments.count >= 2, ["show", "cancel", "resume"].contains(arguments[0]), !arguments[1].hasPrefix("-") else {
             Console.error("herald jobs: name an action and a job id\n\(usage)")
             return 64
@@ -21,7 +27,7 @@ enum JobsCommand {
         let action = arguments[0]
         let jobID = arguments[1]
         var options = OptionParser(Array(arguments.dropFirst(2)), command: "herald jobs \(action)", usage: usage)
-        let json = action == "show" ? options.flag("--json") : false
+        let json = options.flag("--json")
         let url = options.string("--database-url")
         let brokers = action == "resume" ? options.string("--brokers") : nil
         guard options.finish() else { return 64 }
@@ -44,10 +50,10 @@ enum JobsCommand {
         do throws(PostgresError) {
             switch action {
             case "show": status = try await show(jobID, json: json, administration)
-            case "cancel": status = try await cancel(jobID, administration)
+            case "cancel": status = try await cancel(jobID, json: json, administration)
             default:
                 guard let kafka else { return 78 }
-                status = try await resume(jobID, administration, kafka.configuration, kafka.topics)
+                status = try await resume(jobID, json: json, administration, kafka.configuration, kafka.topics)
             }
         } catch {
             Console.error("herald jobs \(action): \(error.message)")
@@ -83,23 +89,80 @@ enum JobsCommand {
         return 0
     }
 
-    private static func cancel(_ jobID: String, _ administration: JobAdministration) async throws(PostgresError) -> Int32 {
-        if try await administration.cancel(jobID: jobID) {
+    private static func cancel(_ jobID: String, json: Bool, _ administration: JobAdministration) async throws(PostgresError) -> Int32 {
+        let cancelled = try await administration.cancel(jobID: jobID)
+        let state = cancelled ? "cancelled" : try await administration.show(jobID: jobID)?.state ?? "finished"
+        if json {
+            print(JSONValue.object(["job_id": .string(jobID), "cancelled": .bool(cancelled), "state": .string(state)]).serialized())
+        } else if cancelled {
             print("cancelled job \(jobID): its shards stop at their next page and drop the rest as cancelled")
         } else {
-            let state = try await administration.show(jobID: jobID)?.state ?? "finished"
             print("job \(jobID) is already \(state): nothing changed")
         }
         return 0
     }
 
-    private static func resume(_ jobID: String, _ administration: JobAdministration,
+    /// `herald jobs list`.
+    private static func list(_ arguments: [String]) async -> Int32 {
+        var options = OptionParser(arguments, command: "herald jobs list", usage: usage, flags: ["--json"])
+        let app = options.string("--app")
+        let state = options.string("--state")
+        let limit = options.int("--limit", in: 1...10_000) ?? 50
+        let json = options.flag("--json")
+        let url = options.string("--database-url")
+        guard options.finish() else { return 64 }
+        if let state, !states.contains(state) {
+            Console.error("herald jobs list: --state is one of \(states.joined(separator: ", ")), not \(state)")
+            return 64
+        }
+        let pool: PostgresPool
+        do {
+            pool = try CommandEnvironment.pool(url: url, applicationName: "herald-jobs")
+        } catch {
+            Console.error("herald jobs list: \(error)")
+            return 78
+        }
+        defer { Task { await pool.close() } }
+        let jobs: [JobAdministration.Listing]
+        do {
+            jobs = try await JobAdministration(pool: pool).list(appID: app, state: state, limit: limit)
+        } catch {
+            Console.error("herald jobs list: \(error.message)")
+            return CommandEnvironment.exitStatus(error)
+        }
+        for job in jobs {
+            let totals = job.totals
+            if json {
+                var members: [String: JSONValue] = [
+                    "id": .string(job.id), "app_id": .string(job.appID), "kind": .string(job.kind), "state": .string(job.state),
+                    "urgent": .bool(job.urgent), "received_at": job.receivedAt.map { .string($0.rfc3339) } ?? .null,
+                    "completed_at": job.completedAt.map { .string($0.rfc3339) } ?? .null,
+                    "audience_estimate": job.audienceEstimate.map { .int($0) } ?? .null,
+                    "totals": .object(["accepted": .int(totals.accepted), "unregistered": .int(totals.unregistered),
+                                       "failed": .int(totals.failed), "dropped": .int(totals.dropped)]),
+                ]
+                print(JSONValue.object(members).serialized())
+            } else {
+                print("\(job.id)  app=\(job.appID) kind=\(job.kind) state=\(job.state)\(job.urgent ? " urgent" : "") received=\(job.receivedAt?.rfc3339 ?? "-")"
+                      + " audience=\(job.audienceEstimate.map(String.init) ?? "-") accepted=\(totals.accepted) unregistered=\(totals.unregistered)"
+                      + " failed=\(totals.failed) dropped=\(totals.dropped)")
+            }
+        }
+        if jobs.isEmpty && !json { Console.error("herald jobs list: no jobs") }
+        return 0
+    }
+
+    private static func resume(_ jobID: String, json: Bool, _ administration: JobAdministration,
                                _ configuration: KafkaConfiguration, _ topics: WorkerConfiguration.Topics) async throws(PostgresError) -> Int32 {
         let shards = try await administration.resume(jobID: jobID)
         let urgent = try await administration.show(jobID: jobID)?.urgent ?? false
         let topic = urgent ? topics.shardsUrgent : topics.shards
         guard !shards.isEmpty else {
-            print("resumed job \(jobID): no unfinished shards to re-queue")
+            if json {
+                print(JSONValue.object(["job_id": .string(jobID), "requeued_shards": .int(0), "topic": .string(topic)]).serialized())
+            } else {
+                print("resumed job \(jobID): no unfinished shards to re-queue")
+            }
             return 0
         }
         let results: [Result<KafkaDeliveryReport, KafkaError>]
@@ -120,7 +183,11 @@ enum JobsCommand {
             Console.error("herald jobs resume: \(failures.count) of \(shards.count) shard messages were not acknowledged (\(first)); running it again is safe")
             return 69
         }
-        print("resumed job \(jobID): re-queued \(shards.count) shard\(shards.count == 1 ? "" : "s") on \(topic)")
+        if json {
+            print(JSONValue.object(["job_id": .string(jobID), "requeued_shards": .int(shards.count), "topic": .string(topic)]).serialized())
+        } else {
+            print("resumed job \(jobID): re-queued \(shards.count) shard\(shards.count == 1 ? "" : "s") on \(topic)")
+        }
         return 0
     }
 }

@@ -108,6 +108,32 @@ struct JobsCommandTests {
         await drop(name, pool)
     }
 
+    @Test func listShowsTheJobsUsersSentNewestFirstAndFilters() async throws {
+        let (url, name, pool) = try await database()
+        try await pool.query("INSERT INTO apps (id, name) VALUES ('other', 'Other')")
+        try await plannedJob(pool, id: "list-1")
+        try await plannedJob(pool, id: "list-2", urgent: true)
+        _ = try await JobRepository(pool: pool).insert(id: "list-3", appID: "other", kind: "voip", body: #"{"id":"list-3"}"#, createdAt: .now)
+        // A derived sub-job is not listed.
+        try await pool.query("""
+            INSERT INTO jobs (id, app_id, kind, body, created_at, parent_id) VALUES ('list-1:now:0', 'demo', 'notification', '{}', now(), 'list-1')
+            """)
+        try await pool.query("UPDATE jobs SET received_at = now() - interval '1 minute' WHERE id = 'list-1'")
+        let all = try await jobs(["list", "--json"], url: url)
+        #expect(all.status == 0, "\(all.stderr)")
+        let lines = all.stdout.split(separator: "\n").compactMap { try? JSONValue.parse(Array($0.utf8)) }
+        #expect(lines.compactMap { $0["id"]?.stringValue } == ["list-2", "list-3", "list-1"] || lines.compactMap { $0["id"]?.stringValue } == ["list-3", "list-2", "list-1"],
+                "\(all.stdout)")
+        #expect(lines.first { $0["id"] == .string("list-1") }?["audience_estimate"] == .int(900))
+        let demo = try await jobs(["list", "--app", "demo", "--state", "planned"], url: url)
+        #expect(demo.status == 0 && demo.stdout.contains("list-1") && demo.stdout.contains("list-2") && !demo.stdout.contains("list-3"), "\(demo.stdout)")
+        #expect(try await jobs(["list", "--state", "bogus"], url: url).status == 64)
+        // --json on cancel.
+        let cancelled = try await jobs(["cancel", "list-1", "--json"], url: url)
+        #expect(cancelled.status == 0 && cancelled.stdout.contains(#""cancelled":true"#) && cancelled.stdout.contains(#""state":"cancelled""#), "\(cancelled.stdout)")
+        await drop(name, pool)
+    }
+
     @Test func resumeReleasesTheHaltAndRequeuesUnfinishedShards() async throws {
         let (url, name, pool) = try await database()
         try await plannedJob(pool, id: "resume-1", urgent: true)
@@ -164,7 +190,7 @@ struct JobsCommandTests {
         #expect(try await jobs([], url: nil).status == 64)
         #expect(try await jobs(["show"], url: nil).status == 64)
         #expect(try await jobs(["frobnicate", "x"], url: nil).status == 64)
-        #expect(try await jobs(["cancel", "x", "--json"], url: nil).status == 64)
+        #expect(try await jobs(["cancel", "x", "--bogus"], url: nil).status == 64)
         let noDatabase = try await jobs(["show", "x"], url: nil)
         #expect(noDatabase.status == 78)
         #expect(noDatabase.stderr.contains("HERALD_DATABASE_URL"))
