@@ -14,11 +14,12 @@ import HeraldWorker
 /// offsets cannot be read it falls back to `--idle-seconds` without a message.
 enum DLQCommand {
     static let usage = """
-    usage: herald dlq replay [--since RFC3339] [--until RFC3339] [--reason-contains TEXT] [--dry-run] [--idle-seconds S] [--brokers B]
+    usage: herald dlq replay [--since RFC3339] [--until RFC3339] [--reason-contains TEXT] [--dry-run] [--idle-seconds S] [--brokers B] [--json]
       --since / --until     replay dead letters whose "at" is at or after --since and before --until
       --reason-contains     only those whose reason contains TEXT
       --dry-run             print what would be replayed, produce nothing
       --idle-seconds S      only when the end offsets cannot be read: the end is S seconds without a message (default 3)
+      --json                the closing summary (and each --dry-run line) as one JSON object
     """
 
     /// What a replay did, printed at the end.
@@ -36,7 +37,8 @@ enum DLQCommand {
             Console.error("herald dlq: the action is replay\n\(usage)")
             return 64
         }
-        var options = OptionParser(Array(arguments.dropFirst()), command: "herald dlq replay", usage: usage, flags: ["--dry-run"])
+        var options = OptionParser(Array(arguments.dropFirst()), command: "herald dlq replay", usage: usage, flags: ["--dry-run", "--json"])
+        let json = options.flag("--json")
         let sinceText = options.string("--since")
         let untilText = options.string("--until")
         let reasonContains = options.string("--reason-contains")
@@ -180,6 +182,13 @@ enum DLQCommand {
             }
             if dryRun {
                 let key = message.key.map { String(decoding: $0, as: UTF8.self) } ?? "-"
+                if json {
+                    print(JSONValue.object([
+                        "would_replay": .string("\(letter.source.topic)/\(letter.source.partition)@\(letter.source.offset)"),
+                        "at": .string(letter.at.rfc3339), "key": .string(key), "bytes": .int(letter.original.count), "reason": .string(letter.reason),
+                    ]).serialized())
+                    continue
+                }
                 print("would replay \(letter.at.rfc3339) \(letter.source.topic)/\(letter.source.partition)@\(letter.source.offset) key=\(key) bytes=\(letter.original.count) reason=\(AppsCommand.quoted(letter.reason))")
                 continue
             }
@@ -188,7 +197,12 @@ enum DLQCommand {
         }
         await flush()
         await consumer.close()
-        if dryRun {
+        if json {
+            print(JSONValue.object([
+                "dry_run": .bool(dryRun), "read": .int(counts.read), "matched": .int(counts.matched), "replayed": .int(counts.replayed),
+                "failed": .int(counts.failed), "refused": .int(counts.refused), "undecodable": .int(counts.undecodable),
+            ]).serialized())
+        } else if dryRun {
             print("read \(counts.read) dead letters: \(counts.matched) match, \(counts.matched - counts.refused) would be replayed, \(counts.undecodable) undecodable")
         } else {
             print("read \(counts.read) dead letters: \(counts.matched) match, replayed \(counts.replayed), failed \(counts.failed), refused \(counts.refused), undecodable \(counts.undecodable)")

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import HeraldPostgres
 
 /// `herald migrate [--database-url URL]`: applies Herald's migrations (safe to run from many
@@ -6,9 +7,12 @@ import HeraldPostgres
 enum MigrateCommand {
     static func run(_ arguments: [String]) async -> Int32 {
         var url = ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"]
+        var json = false
         var remaining = arguments[...]
         while let argument = remaining.popFirst() {
             switch argument {
+            case "--json":
+                json = true
             case "--database-url":
                 guard let value = remaining.popFirst() else {
                     Console.error("herald migrate: --database-url takes a URL")
@@ -16,7 +20,7 @@ enum MigrateCommand {
                 }
                 url = value
             default:
-                Console.error("herald migrate: unknown option \(argument)\nusage: herald migrate [--database-url URL]  (or HERALD_DATABASE_URL)")
+                Console.error("herald migrate: unknown option \(argument)\nusage: herald migrate [--database-url URL] [--json]  (or HERALD_DATABASE_URL)")
                 return 64
             }
         }
@@ -29,13 +33,23 @@ enum MigrateCommand {
             let started = Date()
             let outcome = try await Migrator().migrate(connection)
             await connection.close()
+            let milliseconds = Int(Date().timeIntervalSince(started) * 1000)
+            if json {
+                print(JSONValue.object([
+                    "applied": .array(outcome.applied.map { .string("\(fourDigits($0.version))_\($0.name)") }),
+                    "already_applied": .int(outcome.alreadyApplied),
+                    "unknown_versions": .array(outcome.unknownVersions.map { .int($0) }),
+                    "milliseconds": .int(milliseconds),
+                    "database": .string(connection.info.redacted),
+                ]).serialized())
+                return 0
+            }
             for migration in outcome.applied {
                 print("applied \(fourDigits(migration.version))_\(migration.name)")
             }
             if !outcome.unknownVersions.isEmpty {
                 Console.error("herald migrate: note: the database has migrations this binary does not know (\(outcome.unknownVersions.map(String.init).joined(separator: ", "))); a newer Herald migrated it")
             }
-            let milliseconds = Int(Date().timeIntervalSince(started) * 1000)
             print("migrations: \(outcome.applied.count) applied, \(outcome.alreadyApplied) already applied (\(milliseconds) ms) on \(connection.info.redacted)")
             return 0
         } catch {

@@ -73,6 +73,9 @@ struct MigrateCommandTests {
 
         // HERALD_DATABASE_URL works as well as the flag; a second run changes nothing.
         let again = try Subprocess.run(TestEnvironment.heraldBinary, ["migrate"], environment: ["HERALD_DATABASE_URL": url])
+        let json = try Subprocess.run(TestEnvironment.heraldBinary, ["migrate", "--json"], environment: ["HERALD_DATABASE_URL": url])
+        #expect(json.status == 0, "\(json.stderr)")
+        #expect(json.stdout.hasPrefix(#"{"already_applied":"#) && json.stdout.contains(#""applied":[]"#), "\(json.stdout)")
         #expect(again.status == 0)
         #expect(again.stdout.contains("migrations: 0 applied, \(migrationFiles.count) already applied"))
         let after = try Subprocess.run(psql, [url, "-tAc", "SELECT string_agg(version || '@' || applied_at, ',' ORDER BY version) FROM herald_schema_migrations"]).stdout

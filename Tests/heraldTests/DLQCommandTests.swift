@@ -43,6 +43,10 @@ struct DLQCommandTests {
         #expect(dry.stdout.contains("key=sub-c"))
         #expect(!dry.stdout.contains("key=job-a"))
         #expect(dry.stdout.contains("read 4 dead letters: 2 match, 2 would be replayed, 1 undecodable"))
+        let dryJSON = try await replay(["--since", "2026-02-01T00:00:00Z", "--dry-run", "--json"])
+        #expect(dryJSON.status == 0, "\(dryJSON.stderr)")
+        #expect(dryJSON.stdout.contains(#""key":"job-b""#) && dryJSON.stdout.contains(#""would_replay":"\#(jobs)/0@7""#), "\(dryJSON.stdout)")
+        #expect(dryJSON.stdout.contains(#"{"dry_run":true,"failed":0,"matched":2,"read":4,"refused":0,"replayed":0,"undecodable":1}"#), "\(dryJSON.stdout)")
 
         let large = try await replay(["--since", "2026-02-01T00:00:00Z", "--until", "2026-03-02T00:00:00Z", "--reason-contains", "large"])
         #expect(large.status == 0, "\(large.stderr)")

@@ -43,6 +43,20 @@ struct TopicsCommandTests {
         #expect(!result.stdout.contains("created"))
     }
 
+    @Test func jsonIsOneObjectPerTopic() async throws {
+        let dry = try await topics(["create", "--dry-run", "--json", "--partitions", "6"])
+        #expect(dry.status == 0, "\(dry.stderr)")
+        let lines = dry.stdout.split(separator: "\n").map { String($0) }
+        #expect(lines.count == names.count, "\(dry.stdout)")
+        for name in names.values {
+            #expect(lines.contains(#"{"action":"would-create","partitions":6,"replication_factor":3,"topic":"\#(name)"}"#), "\(name): \(dry.stdout)")
+        }
+        for name in names.values { try await CommandKafka.produce(name, [("k", Array("x".utf8))]) }
+        let existing = try await topics(["create", "--json"])
+        #expect(existing.status == 0)
+        for name in names.values { #expect(existing.stdout.contains(#"{"action":"exists","partitions":4,"topic":"\#(name)"}"#)) }
+    }
+
     @Test func theMockClusterCannotCreateAndSaysSo() async throws {
         let result = try await topics(["create", "--replication-factor", "1"])
         #expect(result.status == 69)
