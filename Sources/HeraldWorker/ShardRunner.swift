@@ -238,7 +238,8 @@ public struct ShardRunner: Sendable {
         // A sub-job's totals are reported in its parent's `completed` event, not on their own.
         if job.parentID == nil { try await context.publisher.publish([receipt]) }
         if try await context.jobs.markCompleted(jobID: job.id, totals: totals) {
-            context.metrics.jobFinished()
+            // markCompleted keeps a cancelled job cancelled.
+            context.metrics.jobFinished(state: try await context.jobs.state(jobID: job.id) ?? "completed")
             context.log.info("job completed", [
                 "job_id": .string(job.id), "accepted": .int(Int(totals.accepted)), "unregistered": .int(Int(totals.unregistered)),
                 "failed": .int(Int(totals.failed)), "dropped": .int(Int(totals.dropped)),
@@ -579,6 +580,7 @@ final class ShardRun {
             let provider = AppDelivery.provider(for: member, kind: job.kind)
             warmedProviders.insert(provider)
             context.metrics.sendDuration(provider: provider.rawValue, seconds: seconds)
+            context.metrics.sendAttempt(provider: provider.rawValue, result: outcome.attemptResult)
             if isRetry, var entry = parked[member.id] {
                 entry.inFlight = false
                 parked[member.id] = entry

@@ -117,6 +117,11 @@ public final class WorkerMetrics: Sendable {
         public var jobsStarted = 0
         /// `herald_jobs_finished_total`.
         public var jobsFinished = 0
+        /// Jobs finished, by final state (`completed`, `cancelled`).
+        public var jobsFinishedByState: [String: Int] = [:]
+        /// Provider requests by provider and result (`accepted`, `unregistered`, `retryable`,
+        /// `failed`, `credentials`): attempts, where `notifications` counts outcomes.
+        public var sendAttempts: [NotificationKey: Int] = [:]
         /// `herald_shards_started_total`.
         public var shardsStarted = 0
         /// `herald_shards_finished_total`.
@@ -220,7 +225,17 @@ public final class WorkerMetrics: Sendable {
     /// Counts a job whose processing began.
     public func jobStarted() { state.withLock { $0.jobsStarted += 1 } }
     /// Counts a job whose processing ended.
-    public func jobFinished() { state.withLock { $0.jobsFinished += 1 } }
+    public func jobFinished(state finalState: String = "completed") {
+        state.withLock { state in
+            state.jobsFinished += 1
+            state.jobsFinishedByState[finalState, default: 0] += 1
+        }
+    }
+
+    /// One provider request answered (or lost), by provider and `DeliveryOutcome.attemptResult`.
+    public func sendAttempt(provider: String, result: String) {
+        state.withLock { $0.sendAttempts[NotificationKey(provider: provider, outcome: result), default: 0] += 1 }
+    }
     /// Counts a shard whose sending began.
     public func shardStarted() { state.withLock { $0.shardsStarted += 1 } }
     /// Counts a shard whose sending ended.
@@ -283,9 +298,18 @@ public final class WorkerMetrics: Sendable {
             text.sample("herald_send_duration_seconds_count", [("provider", provider)], histogram.count)
         }
 
+        text.family("herald_send_attempts_total", type: "counter", help: "Provider requests by provider and result; retries count each time.")
+        for (key, value) in s.sendAttempts.sorted(by: { ($0.key.provider, $0.key.outcome) < ($1.key.provider, $1.key.outcome) }) {
+            text.sample("herald_send_attempts_total", [("provider", key.provider), ("result", key.outcome)], value)
+        }
+
+        text.family("herald_jobs_finished_total", type: "counter", help: "Jobs whose processing ended, by final state.")
+        for (finalState, value) in s.jobsFinishedByState.sorted(by: { $0.key < $1.key }) {
+            text.sample("herald_jobs_finished_total", [("state", finalState)], value)
+        }
+
         let plainCounters: [(String, String, Int)] = [
             ("herald_jobs_started_total", "Jobs whose processing began.", s.jobsStarted),
-            ("herald_jobs_finished_total", "Jobs whose processing ended.", s.jobsFinished),
             ("herald_shards_started_total", "Shards whose sending began.", s.shardsStarted),
             ("herald_shards_finished_total", "Shards whose sending ended.", s.shardsFinished),
         ]

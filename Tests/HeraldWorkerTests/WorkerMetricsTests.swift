@@ -155,7 +155,7 @@ import Testing
         #expect(Self.value(samples, "herald_notifications_total", ["provider": "apns", "outcome": "accepted"]) == 42)
         #expect(Self.value(samples, "herald_notifications_total", ["provider": "fcm", "outcome": "unregistered"]) == 3)
         #expect(Self.value(samples, "herald_jobs_started_total") == 3)
-        #expect(Self.value(samples, "herald_jobs_finished_total") == 1)
+        #expect(Self.value(samples, "herald_jobs_finished_total", ["state": "completed"]) == 1)
         #expect(Self.value(samples, "herald_shards_started_total") == 5)
         #expect(Self.value(samples, "herald_shards_finished_total") == 4)
         #expect(Self.value(samples, "herald_dead_letters_total", ["lane": "jobs", "cause": "invalid"]) == 2)
@@ -284,5 +284,23 @@ import Testing
         #expect(snapshot.sendDurations["apns"]?.cumulativeCounts.last == 80_000)
         #expect(snapshot.jobsStarted == 80_000)
         #expect(snapshot.inFlight == 0)
+    }
+
+    @Test func attemptsAreCountedApartFromOutcomesAndJobsByFinalState() throws {
+        let metrics = WorkerMetrics(workerID: "w-1")
+        metrics.sendAttempt(provider: "fcm", result: DeliveryOutcome.retryable(providerReason: "429", retryAfterSeconds: 1, quotaExceeded: false).attemptResult)
+        metrics.sendAttempt(provider: "fcm", result: DeliveryOutcome.retryable(providerReason: "503", retryAfterSeconds: nil, quotaExceeded: false).attemptResult)
+        metrics.sendAttempt(provider: "fcm", result: DeliveryOutcome.accepted(providerID: "m").attemptResult)
+        metrics.sendAttempt(provider: "apns", result: DeliveryOutcome.credentialFault(providerReason: "InvalidProviderToken").attemptResult)
+        metrics.jobFinished(state: "completed")
+        metrics.jobFinished(state: "cancelled")
+        metrics.jobFinished(state: "completed")
+        let samples = try Self.parse(metrics.prometheusText())
+        #expect(Self.value(samples, "herald_send_attempts_total", ["provider": "fcm", "result": "retryable"]) == 2)
+        #expect(Self.value(samples, "herald_send_attempts_total", ["provider": "fcm", "result": "accepted"]) == 1)
+        #expect(Self.value(samples, "herald_send_attempts_total", ["provider": "apns", "result": "credentials"]) == 1)
+        #expect(Self.value(samples, "herald_jobs_finished_total", ["state": "completed"]) == 2)
+        #expect(Self.value(samples, "herald_jobs_finished_total", ["state": "cancelled"]) == 1)
+        #expect(metrics.snapshot().jobsFinished == 3)
     }
 }
