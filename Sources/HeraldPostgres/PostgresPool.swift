@@ -170,6 +170,13 @@ public final class PostgresPool: Sendable {
     /// Connections currently open (idle + lent out + being opened).
     public var openConnections: Int { state.withLock { $0.machine.open } }
 
+    /// Right now: connections lent out (or being opened), idle, and callers waiting for one.
+    public var usage: (inUse: Int, idle: Int, waiting: Int) {
+        state.withLock { state in
+            (state.machine.open - state.machine.idle.count, state.machine.idle.count, state.machine.waiters.count)
+        }
+    }
+
     /// Borrows a connection; give it back with `release`. Prefer `withConnection`.
     public func acquire() async throws(PostgresError) -> PostgresConnection {
         if Task.isCancelled { throw PostgresError(.cancelled, "cancelled before acquiring a database connection") }

@@ -164,6 +164,8 @@ public final class Worker: Sendable {
         let gaugeMetrics = self.metrics
         let refreshGauges: @Sendable () async -> Void = {
             gaugeMetrics.setRebalances(lanes.reduce(0) { $0 + $1.consumer.statistics.assignments })
+            let usage = pool.usage
+            gaugeMetrics.setDatabasePool(inUse: usage.inUse, idle: usage.idle, waiting: usage.waiting)
             for lane in lanes { gaugeMetrics.setOldestUnprocessed(lane: lane.name, seconds: lane.inHand.oldestSeconds()) }
             for (provider, open) in await directory.openConnections() {
                 gaugeMetrics.setOpenConnections(provider: provider.rawValue, open)

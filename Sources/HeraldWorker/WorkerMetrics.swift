@@ -147,6 +147,8 @@ public final class WorkerMetrics: Sendable {
         public var inFlight = 0
         /// `herald_open_connections` by provider.
         public var openConnections: [String: Int] = [:]
+        /// The worker's PostgreSQL pool: `in_use`, `idle`, `waiting` (callers queued for a connection).
+        public var databasePool: [String: Int] = [:]
 
         /// Notifications with this provider and outcome.
         public func notifications(provider: String, outcome: String) -> Int {
@@ -265,6 +267,11 @@ public final class WorkerMetrics: Sendable {
     /// Moves the in-flight gauge by `delta` (+1 when a send starts, -1 when it is answered).
     public func adjustInFlight(_ delta: Int) { state.withLock { $0.inFlight += delta } }
 
+    /// Sets the pool gauges, read when `/metrics` is scraped.
+    public func setDatabasePool(inUse: Int, idle: Int, waiting: Int) {
+        state.withLock { $0.databasePool = ["in_use": inUse, "idle": idle, "waiting": waiting] }
+    }
+
     /// Sets the open-connections gauge for `provider`.
     public func setOpenConnections(provider: String, _ value: Int) {
         state.withLock { $0.openConnections[provider] = value }
@@ -296,6 +303,13 @@ public final class WorkerMetrics: Sendable {
             text.sample("herald_send_duration_seconds_bucket", [("provider", provider), ("le", "+Inf")], histogram.count)
             text.sample("herald_send_duration_seconds_sum", [("provider", provider)], PrometheusText.number(histogram.sum))
             text.sample("herald_send_duration_seconds_count", [("provider", provider)], histogram.count)
+        }
+
+        if !s.databasePool.isEmpty {
+            text.family("herald_postgres_pool_connections", type: "gauge", help: "The worker's PostgreSQL pool: connections in use and idle.")
+            for key in ["in_use", "idle"] { text.sample("herald_postgres_pool_connections", [("state", key)], s.databasePool[key] ?? 0) }
+            text.family("herald_postgres_pool_waiting", type: "gauge", help: "Callers waiting for a PostgreSQL connection right now.")
+            text.sample("herald_postgres_pool_waiting", [], s.databasePool["waiting"] ?? 0)
         }
 
         text.family("herald_send_attempts_total", type: "counter", help: "Provider requests by provider and result; retries count each time.")

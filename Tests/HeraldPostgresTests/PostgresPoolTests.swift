@@ -59,6 +59,21 @@ import Testing
 struct PostgresPoolTests {
     private var serverURL: String { get throws { try TestEnvironment.require(TestEnvironment.databaseVariable) } }
 
+    @Test func usageCountsConnectionsInUseIdleAndWaiters() async throws {
+        let pool = PostgresPool(PostgresPoolConfiguration(url: try serverURL, size: 1, acquireTimeout: .seconds(10)))
+        #expect(pool.usage == (0, 0, 0))
+        let held = try await pool.acquire()
+        #expect(pool.usage == (1, 0, 0))
+        let waiter = Task { try await pool.query("SELECT 1") }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while pool.usage.waiting == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(pool.usage == (1, 0, 1), "one caller queued behind the held connection")
+        pool.release(held)
+        _ = try await waiter.value
+        #expect(pool.usage == (0, 1, 0))
+        await pool.close()
+    }
+
     @Test func connectionsDetectAHalfOpenPeerAndEndIdleTransactions() async throws {
         let pool = PostgresPool(PostgresPoolConfiguration(url: try serverURL, size: 1))
         let connection = try await pool.acquire()

@@ -303,4 +303,14 @@ import Testing
         #expect(Self.value(samples, "herald_jobs_finished_total", ["state": "cancelled"]) == 1)
         #expect(metrics.snapshot().jobsFinished == 3)
     }
+
+    @Test func thePoolGaugesAppearOnceSet() throws {
+        let metrics = WorkerMetrics(workerID: "w-1")
+        #expect(!metrics.prometheusText().contains("herald_postgres_pool"))
+        metrics.setDatabasePool(inUse: 3, idle: 5, waiting: 2)
+        let samples = try Self.parse(metrics.prometheusText())
+        #expect(Self.value(samples, "herald_postgres_pool_connections", ["state": "in_use"]) == 3)
+        #expect(Self.value(samples, "herald_postgres_pool_connections", ["state": "idle"]) == 5)
+        #expect(Self.value(samples, "herald_postgres_pool_waiting") == 2)
+    }
 }
