@@ -88,7 +88,7 @@ enum SimCommand {
     }
 }
 
-/// A small `--name value` parser that reports what it did not understand.
+/// A small `--name value` (or `--name=value`) parser that reports what it did not understand.
 struct OptionParser {
     private var values: [String: [String]] = [:]
     private var flags: Set<String> = []
@@ -102,7 +102,14 @@ struct OptionParser {
         self.usage = usage
         var remaining = arguments[...]
         while let argument = remaining.popFirst() {
-            if known.contains(argument) {
+            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+                let name = String(argument[..<equals])
+                if known.contains(name) {
+                    problems.append("\(name) takes no value")
+                } else {
+                    values[name, default: []].append(String(argument[argument.index(after: equals)...]))
+                }
+            } else if known.contains(argument) {
                 flags.insert(argument)
             } else if argument.hasPrefix("--"), let value = remaining.popFirst() {
                 values[argument, default: []].append(value)

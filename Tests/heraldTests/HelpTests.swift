@@ -30,4 +30,23 @@ import Testing
         }
         #expect(try Subprocess.run(TestEnvironment.heraldBinary, ["--help"]).status == 0)
     }
+
+    /// `contrib/herald.bash` completes commands, subcommands and options read from `--help`.
+    @Test func theBashCompletionCompletesCommandsSubcommandsAndOptions() throws {
+        let script = TestEnvironment.repositoryRoot.appendingPathComponent("contrib/herald.bash").path
+        let binaryDirectory = TestEnvironment.heraldBinary.deletingLastPathComponent().path
+        func complete(_ words: [String]) throws -> String {
+            let quoted = words.map { "'\($0)'" }.joined(separator: " ")
+            let result = try Subprocess.run(URL(fileURLWithPath: "/bin/bash"), ["-c", """
+                export PATH="\(binaryDirectory):$PATH"; source '\(script)'
+                COMP_WORDS=(\(quoted)); COMP_CWORD=\(words.count - 1); _herald; echo "${COMPREPLY[*]}"
+                """])
+            #expect(result.status == 0, "\(result.stderr)")
+            return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(try complete(["herald", "doc"]) == "doctor")
+        #expect(try complete(["herald", "jobs", "l"]) == "list")
+        #expect(try complete(["herald", "jobs", "list", "--st"]) == "--state")
+        #expect(try complete(["herald", "send", "--plat"]) == "--platform")
+    }
 }

@@ -128,6 +128,10 @@ struct JobsCommandTests {
         let demo = try await jobs(["list", "--app", "demo", "--state", "planned"], url: url)
         #expect(demo.status == 0 && demo.stdout.contains("list-1") && demo.stdout.contains("list-2") && !demo.stdout.contains("list-3"), "\(demo.stdout)")
         #expect(try await jobs(["list", "--state", "bogus"], url: url).status == 64)
+        // --name=value is the same as --name value; a flag takes none.
+        let equals = try await jobs(["list", "--app=demo", "--state=planned", "--json"], url: url)
+        #expect(equals.status == 0 && equals.stdout.contains("list-2") && !equals.stdout.contains("list-3"), "\(equals.stdout) \(equals.stderr)")
+        #expect(try await jobs(["list", "--json=yes"], url: url).status == 64)
         // --json on cancel.
         let cancelled = try await jobs(["cancel", "list-1", "--json"], url: url)
         #expect(cancelled.status == 0 && cancelled.stdout.contains(#""cancelled":true"#) && cancelled.stdout.contains(#""state":"cancelled""#), "\(cancelled.stdout)")
