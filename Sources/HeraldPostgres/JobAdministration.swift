@@ -284,6 +284,20 @@ public struct JobAdministration: Sendable {
         return result
     }
 
+    /// Cluster-wide backlog figures for the workers' gauges: apps halted on a provider, retries
+    /// parked in `shard_retries`, and `scheduled_jobs` rows due now and waiting for later.
+    public func backlog() async throws(PostgresError) -> (haltedApps: Int, parkedRetries: Int, scheduledDue: Int, scheduledWaiting: Int) {
+        let rows = try await pool.query("""
+            SELECT (SELECT count(*) FROM apps WHERE apns_halted_reason IS NOT NULL OR fcm_halted_reason IS NOT NULL)::text,
+                   (SELECT count(*) FROM shard_retries)::text,
+                   (SELECT count(*) FROM scheduled_jobs WHERE due_at <= now())::text,
+                   (SELECT count(*) FROM scheduled_jobs WHERE due_at > now())::text
+            """)
+        let row = rows.rows.first ?? []
+        func number(_ index: Int) -> Int { row.count > index ? row[index].flatMap { Int($0) } ?? 0 : 0 }
+        return (number(0), number(1), number(2), number(3))
+    }
+
     /// One line of `herald jobs list`.
     public struct Listing: Sendable, Equatable {
         public var id: String

@@ -162,7 +162,20 @@ public final class Worker: Sendable {
         // 4. Health and metrics. Two figures live elsewhere and are read in when asked for: the
         // consumers' partition assignments (rebalances) and the provider pools' open connections.
         let gaugeMetrics = self.metrics
+        let administration = JobAdministration(pool: pool)
+        // The cluster-wide backlog costs a query: read at most every 10 s, whoever asks.
+        let backlogReadAt = Mutex<ContinuousClock.Instant?>(nil)
         let refreshGauges: @Sendable () async -> Void = {
+            let now = ContinuousClock.now
+            let due = backlogReadAt.withLock { last in
+                guard last.map({ now - $0 >= .seconds(10) }) ?? true else { return false }
+                last = now
+                return true
+            }
+            if due, let backlog = try? await administration.backlog() {
+                gaugeMetrics.setBacklog(haltedApps: backlog.haltedApps, parkedRetries: backlog.parkedRetries,
+                                        scheduledDue: backlog.scheduledDue, scheduledWaiting: backlog.scheduledWaiting)
+            }
             gaugeMetrics.setRebalances(lanes.reduce(0) { $0 + $1.consumer.statistics.assignments })
             let usage = pool.usage
             gaugeMetrics.setDatabasePool(inUse: usage.inUse, idle: usage.idle, waiting: usage.waiting)

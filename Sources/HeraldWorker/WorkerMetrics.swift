@@ -149,6 +149,9 @@ public final class WorkerMetrics: Sendable {
         public var openConnections: [String: Int] = [:]
         /// The worker's PostgreSQL pool: `in_use`, `idle`, `waiting` (callers queued for a connection).
         public var databasePool: [String: Int] = [:]
+        /// Cluster-wide, read from PostgreSQL: `halted_apps`, `parked_retries`, `scheduled_due`,
+        /// `scheduled_waiting` (the same on every worker).
+        public var backlog: [String: Int] = [:]
 
         /// Notifications with this provider and outcome.
         public func notifications(provider: String, outcome: String) -> Int {
@@ -267,6 +270,13 @@ public final class WorkerMetrics: Sendable {
     /// Moves the in-flight gauge by `delta` (+1 when a send starts, -1 when it is answered).
     public func adjustInFlight(_ delta: Int) { state.withLock { $0.inFlight += delta } }
 
+    /// Sets the cluster-wide backlog gauges.
+    public func setBacklog(haltedApps: Int, parkedRetries: Int, scheduledDue: Int, scheduledWaiting: Int) {
+        state.withLock {
+            $0.backlog = ["halted_apps": haltedApps, "parked_retries": parkedRetries, "scheduled_due": scheduledDue, "scheduled_waiting": scheduledWaiting]
+        }
+    }
+
     /// Sets the pool gauges, read when `/metrics` is scraped.
     public func setDatabasePool(inUse: Int, idle: Int, waiting: Int) {
         state.withLock { $0.databasePool = ["in_use": inUse, "idle": idle, "waiting": waiting] }
@@ -310,6 +320,16 @@ public final class WorkerMetrics: Sendable {
             for key in ["in_use", "idle"] { text.sample("herald_postgres_pool_connections", [("state", key)], s.databasePool[key] ?? 0) }
             text.family("herald_postgres_pool_waiting", type: "gauge", help: "Callers waiting for a PostgreSQL connection right now.")
             text.sample("herald_postgres_pool_waiting", [], s.databasePool["waiting"] ?? 0)
+        }
+
+        if !s.backlog.isEmpty {
+            text.family("herald_halted_apps", type: "gauge", help: "Apps halted on at least one provider (cluster-wide; the same on every worker).")
+            text.sample("herald_halted_apps", [], s.backlog["halted_apps"] ?? 0)
+            text.family("herald_parked_retries", type: "gauge", help: "Subscriptions parked for a retry or behind a halt (cluster-wide).")
+            text.sample("herald_parked_retries", [], s.backlog["parked_retries"] ?? 0)
+            text.family("herald_scheduled_backlog", type: "gauge", help: "Scheduled releases (sub-jobs, retry waits) due now and waiting (cluster-wide).")
+            text.sample("herald_scheduled_backlog", [("state", "due")], s.backlog["scheduled_due"] ?? 0)
+            text.sample("herald_scheduled_backlog", [("state", "waiting")], s.backlog["scheduled_waiting"] ?? 0)
         }
 
         text.family("herald_send_attempts_total", type: "counter", help: "Provider requests by provider and result; retries count each time.")

@@ -163,6 +163,19 @@ struct JobAdministrationTests {
         await database.tearDown(pool)
     }
 
+    @Test func theBacklogCountsHaltedAppsParkedRetriesAndScheduledReleases() async throws {
+        let (database, pool) = try await TestDatabase.migrated(apps: ["app", "other"])
+        let administration = JobAdministration(pool: pool)
+        #expect(try await administration.backlog() == (0, 0, 0, 0))
+        try await halfDoneJob(pool)  // two parked retries
+        try await pool.query("UPDATE apps SET fcm_halted_reason = 'credentials', fcm_halted_at = now() WHERE id = 'other'")
+        let schedule = ScheduleRepository(pool: pool)
+        try await schedule.schedule(jobID: "job-1", appID: "app", dueAt: Timestamp.now.adding(seconds: -5), lane: "campaign", body: "{}", reason: "send-after")
+        try await schedule.schedule(jobID: "job-1", appID: "app", dueAt: Timestamp.now.adding(seconds: 3600), lane: "campaign", body: #"{"b":1}"#, reason: "local-time")
+        #expect(try await administration.backlog() == (1, 2, 1, 1))
+        await database.tearDown(pool)
+    }
+
     @Test func resumeRefusesUnknownCompletedAndCancelledJobs() async throws {
         let (database, pool) = try await TestDatabase.migrated()
         try await halfDoneJob(pool, id: "done")

@@ -313,4 +313,14 @@ import Testing
         #expect(Self.value(samples, "herald_postgres_pool_connections", ["state": "idle"]) == 5)
         #expect(Self.value(samples, "herald_postgres_pool_waiting") == 2)
     }
+
+    @Test func theBacklogGaugesAppearOnceRead() throws {
+        let metrics = WorkerMetrics(workerID: "w-1")
+        #expect(!metrics.prometheusText().contains("herald_parked_retries"))
+        metrics.setBacklog(haltedApps: 1, parkedRetries: 250, scheduledDue: 3, scheduledWaiting: 40)
+        let samples = try Self.parse(metrics.prometheusText())
+        #expect(Self.value(samples, "herald_halted_apps") == 1 && Self.value(samples, "herald_parked_retries") == 250)
+        #expect(Self.value(samples, "herald_scheduled_backlog", ["state": "due"]) == 3)
+        #expect(Self.value(samples, "herald_scheduled_backlog", ["state": "waiting"]) == 40)
+    }
 }
