@@ -179,7 +179,10 @@ public final class Worker: Sendable {
             gaugeMetrics.setRebalances(lanes.reduce(0) { $0 + $1.consumer.statistics.assignments })
             let usage = pool.usage
             gaugeMetrics.setDatabasePool(inUse: usage.inUse, idle: usage.idle, waiting: usage.waiting)
-            for lane in lanes { gaugeMetrics.setOldestUnprocessed(lane: lane.name, seconds: lane.inHand.oldestSeconds()) }
+            for lane in lanes {
+                gaugeMetrics.setOldestUnprocessed(lane: lane.name, seconds: lane.inHand.oldestSeconds())
+                gaugeMetrics.setConsumerLag(lane: lane.name, Int(lane.consumer.lag))
+            }
             for (provider, open) in await directory.openConnections() {
                 gaugeMetrics.setOpenConnections(provider: provider.rawValue, open)
             }

@@ -152,6 +152,8 @@ public final class WorkerMetrics: Sendable {
         /// Cluster-wide, read from PostgreSQL: `halted_apps`, `parked_retries`, `scheduled_due`,
         /// `scheduled_waiting` (the same on every worker).
         public var backlog: [String: Int] = [:]
+        /// Per lane: messages of its partitions not committed yet (`KafkaConsumer.lag`).
+        public var consumerLag: [String: Int] = [:]
 
         /// Notifications with this provider and outcome.
         public func notifications(provider: String, outcome: String) -> Int {
@@ -270,6 +272,9 @@ public final class WorkerMetrics: Sendable {
     /// Moves the in-flight gauge by `delta` (+1 when a send starts, -1 when it is answered).
     public func adjustInFlight(_ delta: Int) { state.withLock { $0.inFlight += delta } }
 
+    /// Sets a lane's consumer lag.
+    public func setConsumerLag(lane: String, _ value: Int) { state.withLock { $0.consumerLag[lane] = value } }
+
     /// Sets the cluster-wide backlog gauges.
     public func setBacklog(haltedApps: Int, parkedRetries: Int, scheduledDue: Int, scheduledWaiting: Int) {
         state.withLock {
@@ -320,6 +325,11 @@ public final class WorkerMetrics: Sendable {
             for key in ["in_use", "idle"] { text.sample("herald_postgres_pool_connections", [("state", key)], s.databasePool[key] ?? 0) }
             text.family("herald_postgres_pool_waiting", type: "gauge", help: "Callers waiting for a PostgreSQL connection right now.")
             text.sample("herald_postgres_pool_waiting", [], s.databasePool["waiting"] ?? 0)
+        }
+
+        if !s.consumerLag.isEmpty {
+            text.family("herald_consumer_lag", type: "gauge", help: "Messages on the partitions a lane holds that it has not committed yet.")
+            for (lane, value) in s.consumerLag.sorted(by: { $0.key < $1.key }) { text.sample("herald_consumer_lag", [("lane", lane)], value) }
         }
 
         if !s.backlog.isEmpty {

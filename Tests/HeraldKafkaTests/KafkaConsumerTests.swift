@@ -184,6 +184,33 @@ extension KafkaMockClusterIntegration {
             await restarted.close()
         }
 
+        @Test func lagIsWhatTheConsumerHasNotCommittedOnItsPartitions() async throws {
+            let cluster = try EmbeddedKafkaCluster(brokers: 1)
+            let topic = TestEnvironment.uniqueName("lag")
+            try cluster.createTopic(topic, partitions: 1)
+            let configuration = KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, properties: fastGroupProperties)
+            let producer = try KafkaProducer(configuration: configuration)
+            _ = try await produceAll(producer, (0..<20).map { KafkaProducerMessage(topic: topic, key: nil, value: "a\($0)") })
+            let consumer = try KafkaConsumer(configuration: configuration, groupID: TestEnvironment.uniqueName("g"))
+            try consumer.subscribe(topics: [topic])
+            #expect(consumer.lag == 0, "nothing held yet")
+            var read = 0
+            while read < 20, let message = try await consumer.poll(timeoutMilliseconds: 5_000) {
+                consumer.markProcessed(message)
+                read += 1
+            }
+            try await consumer.commit()
+            #expect(consumer.lag == 0, "everything read is committed")
+            // Thirty more, read but not marked processed: not committed, so 30 behind.
+            _ = try await produceAll(producer, (0..<30).map { KafkaProducerMessage(topic: topic, key: nil, value: "b\($0)") })
+            var seen = 0
+            while seen < 30, try await consumer.poll(timeoutMilliseconds: 5_000) != nil { seen += 1 }
+            let deadline = ContinuousClock.now + .seconds(10)
+            while consumer.lag != 30 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(consumer.lag == 30, "read, not committed")
+            await consumer.close()
+        }
+
         @Test func watermarksAreEachPartitionsOldestAndNextOffset() async throws {
             let cluster = try EmbeddedKafkaCluster(brokers: 1)
             let topic = TestEnvironment.uniqueName("marks")

@@ -322,5 +322,9 @@ import Testing
         #expect(Self.value(samples, "herald_halted_apps") == 1 && Self.value(samples, "herald_parked_retries") == 250)
         #expect(Self.value(samples, "herald_scheduled_backlog", ["state": "due"]) == 3)
         #expect(Self.value(samples, "herald_scheduled_backlog", ["state": "waiting"]) == 40)
+        metrics.setConsumerLag(lane: "urgent", 0)
+        metrics.setConsumerLag(lane: "shards", 12)
+        let lagged = try Self.parse(metrics.prometheusText())
+        #expect(Self.value(lagged, "herald_consumer_lag", ["lane": "urgent"]) == 0 && Self.value(lagged, "herald_consumer_lag", ["lane": "shards"]) == 12)
     }
 }
