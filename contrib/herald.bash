@@ -11,7 +11,7 @@ _herald() {
     local command=${COMP_WORDS[1]}
     local subcommands=""
     case "$command" in
-        jobs) subcommands="list show cancel resume" ;;
+        jobs) subcommands="list show watch cancel resume" ;;
         apps) subcommands="add update show list rekey" ;;
         topics) subcommands="create" ;;
         dlq) subcommands="replay" ;;

@@ -10,8 +10,12 @@ enum JobsCommand {
     static let usage = """
     usage: herald jobs list [--app APP] [--state STATE] [--limit N] [--json] [--database-url URL]
            herald jobs show ID [--json] [--database-url URL]
+           herald jobs watch ID [--timeout S] [--database-url URL]
            herald jobs cancel ID [--json] [--database-url URL]
            herald jobs resume ID [--json] [--database-url URL] [--brokers B]
+      watch: a progress line a second (sent, accepted, unregistered, failed, dropped, rate, ETA from the
+      shards' checkpoints) until the job completes (exit 0, with a summary), is cancelled (1) or --timeout
+      passes (2; default: none). A scheduled job shows its totals once its sub-jobs are done.
       list: the jobs users sent (not derived sub-jobs), newest first (default 50, at most 10000);
       STATE is received, scheduled, planned, running, completed, cancelled, halted or expired.
     """
@@ -20,6 +24,9 @@ enum JobsCommand {
 
     static func run(_ arguments: [String]) async -> Int32 {
         if arguments.first == "list" { return await list(Array(arguments.dropFirst())) }
+        if arguments.first == "watch", arguments.count >= 2, !arguments[1].hasPrefix("-") {
+            return await watch(arguments[1], Array(arguments.dropFirst(2)))
+        }
         guard arguments.count >= 2, ["show", "cancel", "resume"].contains(arguments[0]), !arguments[1].hasPrefix("-") else {
             Console.error("herald jobs: name an action and a job id\n\(usage)")
             return 64
@@ -100,6 +107,70 @@ enum JobsCommand {
             print("job \(jobID) is already \(state): nothing changed")
         }
         return 0
+    }
+
+    /// `herald jobs watch ID`.
+    private static func watch(_ jobID: String, _ arguments: [String]) async -> Int32 {
+        var options = OptionParser(arguments, command: "herald jobs watch", usage: usage)
+        let timeout = options.int("--timeout", in: 1...604_800)
+        let url = options.string("--database-url")
+        guard options.finish() else { return 64 }
+        let pool: PostgresPool
+        do {
+            pool = try CommandEnvironment.pool(url: url, applicationName: "herald-jobs")
+        } catch {
+            Console.error("herald jobs watch: \(error)")
+            return 78
+        }
+        defer { Task { await pool.close() } }
+        let administration = JobAdministration(pool: pool)
+        let started = ContinuousClock.now
+        var previous: (at: ContinuousClock.Instant, sent: Int64)?
+        while true {
+            let job: JobStatus
+            do {
+                guard let found = try await administration.show(jobID: jobID) else {
+                    Console.error("herald jobs watch: no job \(jobID)")
+                    return 66
+                }
+                job = found
+            } catch {
+                Console.error("herald jobs watch: \(error.message)")
+                return CommandEnvironment.exitStatus(error)
+            }
+            let now = ContinuousClock.now
+            if job.completedAt != nil || job.state == "cancelled" {
+                let totals = job.totals
+                let seconds = job.receivedAt.flatMap { received in job.completedAt.map { Double($0.unixMilliseconds - received.unixMilliseconds) / 1000 } }
+                print("\(job.state) \(jobID): accepted \(totals.accepted)  unregistered \(totals.unregistered)  failed \(totals.failed)"
+                      + "  dropped \(totals.dropped)" + (seconds.map { String(format: "  in %.1f s", $0) } ?? ""))
+                return job.state == "cancelled" ? 1 : 0
+            }
+            let sent = job.shards.reduce(Int64(0)) { $0 + Int64($1.counts.sent) }
+            let accepted = job.shards.reduce(Int64(0)) { $0 + Int64($1.counts.accepted) }
+            let unregistered = job.shards.reduce(Int64(0)) { $0 + Int64($1.counts.unregistered) }
+            let failed = job.shards.reduce(Int64(0)) { $0 + Int64($1.counts.failed) }
+            let dropped = job.shards.reduce(Int64(0)) { $0 + Int64($1.counts.dropped) }
+            var rate = 0.0
+            if let previous {
+                let elapsed = now - previous.at
+                let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+                if seconds > 0 { rate = Double(sent - previous.sent) / seconds }
+            }
+            previous = (now, sent)
+            var line = "\(job.state)  \(jobID)  sent \(sent)  accepted \(accepted)  unregistered \(unregistered)  failed \(failed)"
+                + "  dropped \(dropped)  " + String(format: "%.0f/s", rate)
+            if let estimate = job.audienceEstimate, rate > 0, estimate > sent {
+                line += String(format: "  ETA %.0f s", Double(estimate - sent) / rate)
+            }
+            print(line)
+            fflush(nil)
+            if let timeout, now - started >= .seconds(timeout) {
+                Console.error("herald jobs watch: \(jobID) not finished after \(timeout) s")
+                return 2
+            }
+            try? await Task.sleep(for: .seconds(1))
+        }
     }
 
     /// `herald jobs list`.

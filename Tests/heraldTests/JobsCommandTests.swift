@@ -138,6 +138,25 @@ struct JobsCommandTests {
         await drop(name, pool)
     }
 
+    @Test func watchPrintsProgressUntilTheJobCompletes() async throws {
+        let (url, name, pool) = try await database()
+        try await plannedJob(pool, id: "watch-1")
+        // Running, not finished: progress lines from the shards, then the timeout (exit 2).
+        let running = try await jobs(["watch", "watch-1", "--timeout", "1"], url: url)
+        #expect(running.status == 2, "\(running.stdout) \(running.stderr)")
+        #expect(running.stdout.contains("watch-1  sent 300  accepted 290  unregistered 10  failed 0  dropped 0"), "\(running.stdout)")
+        // Completed meanwhile: the summary and exit 0.
+        try await pool.query("""
+            UPDATE jobs SET state = 'completed', completed_at = received_at + interval '12 seconds', accepted = 880, unregistered = 20
+            WHERE id = 'watch-1'
+            """)
+        let done = try await jobs(["watch", "watch-1"], url: url)
+        #expect(done.status == 0, "\(done.stderr)")
+        #expect(done.stdout.contains("completed watch-1: accepted 880  unregistered 20  failed 0  dropped 0  in 12.0 s"), "\(done.stdout)")
+        #expect(try await jobs(["watch", "nope"], url: url).status == 66)
+        await drop(name, pool)
+    }
+
     @Test func resumeReleasesTheHaltAndRequeuesUnfinishedShards() async throws {
         let (url, name, pool) = try await database()
         try await plannedJob(pool, id: "resume-1", urgent: true)
