@@ -21,6 +21,8 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // epoll and eventfd, which Glibc's Swift module does not export.
         .systemLibrary(name: "CLinux"),
+        // The git revision the binary was built from (scripts/stamp-revision generates its header).
+        .target(name: "CHeraldBuildInfo"),
 
         .target(name: "HeraldCore", swiftSettings: swiftSettings),
         .target(name: "HeraldCrypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
@@ -37,7 +39,7 @@ let package = Package(
         .target(name: "HeraldSim", dependencies: ["HeraldCore", "HeraldHTTP2", "HeraldCrypto"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "herald",
-            dependencies: ["HeraldCore", "HeraldCrypto", "HeraldFCM", "HeraldKafka", "HeraldPostgres", "HeraldWorker", "HeraldSim"],
+            dependencies: ["CHeraldBuildInfo", "HeraldCore", "HeraldCrypto", "HeraldFCM", "HeraldKafka", "HeraldPostgres", "HeraldWorker", "HeraldSim"],
             swiftSettings: swiftSettings
         ),
 

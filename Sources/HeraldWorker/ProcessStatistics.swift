@@ -46,11 +46,11 @@ public struct ProcessStatistics: Sendable, Equatable {
                      bootTime: boot, openFileDescriptors: descriptors)
     }
 
-    /// The series in Prometheus's text format, with `herald_build_info{version}`.
-    public static func prometheusText(_ statistics: ProcessStatistics?, version: String) -> String {
+    /// The series in Prometheus's text format, with `herald_build_info{version,revision}`.
+    public static func prometheusText(_ statistics: ProcessStatistics?, version: String, revision: String) -> String {
         var text = PrometheusText()
-        text.family("herald_build_info", type: "gauge", help: "Always 1; the version of this worker's build.")
-        text.sample("herald_build_info", [("version", version)], 1)
+        text.family("herald_build_info", type: "gauge", help: "Always 1; the version and git revision of this worker's build.")
+        text.sample("herald_build_info", [("version", version), ("revision", revision)], 1)
         if let statistics {
             text.family("process_cpu_seconds_total", type: "counter", help: "User and system CPU time spent in seconds.")
             text.sample("process_cpu_seconds_total", [], PrometheusText.number(statistics.cpuSeconds))

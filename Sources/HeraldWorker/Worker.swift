@@ -206,6 +206,7 @@ public final class Worker: Sendable {
             let metrics = self.metrics
             let stop = self.stop
             let buildVersion = configuration.buildVersion
+            let buildRevision = configuration.buildRevision
             let server = HealthServer(host: configuration.httpHost, port: configuration.httpPort) { path in
                 switch path {
                 case "/healthz":
@@ -219,7 +220,7 @@ public final class Worker: Sendable {
                     return HealthServer.Response(status: answer.status, body: answer.body)
                 case "/metrics":
                     await refreshGauges()
-                    let process = ProcessStatistics.prometheusText(ProcessStatistics.current(), version: buildVersion)
+                    let process = ProcessStatistics.prometheusText(ProcessStatistics.current(), version: buildVersion, revision: buildRevision)
                     return HealthServer.Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
                                                  body: metrics.prometheusText() + process)
                 default:

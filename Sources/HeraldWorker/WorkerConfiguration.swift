@@ -77,6 +77,8 @@ public struct WorkerConfiguration: Sendable {
     public var haltedSweepInterval: Duration = .seconds(60)
     /// The build's version, for `herald_build_info` (set by `herald run`, not from the environment).
     public var buildVersion = "unknown"
+    /// The git revision of the build, for `herald_build_info{revision}`.
+    public var buildRevision = "unknown"
     /// `HERALD_*` variables of the environment Herald does not read (``ConfigurationAudit``),
     /// logged as a warning at start.
     public var unknownVariables: [String] = []

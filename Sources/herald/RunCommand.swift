@@ -30,6 +30,7 @@ enum RunCommand {
         // A worker's log is its standard output; librdkafka's lines join it there.
         KafkaLogOutput.useStandardOutput(true)
         configuration.buildVersion = HeraldVersion.string
+        configuration.buildRevision = HeraldVersion.revision
         let worker = Worker(configuration: configuration)
         do {
             return try await worker.run()

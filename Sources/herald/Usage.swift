@@ -1,7 +1,12 @@
+import CHeraldBuildInfo
 import Foundation
 
 enum HeraldVersion {
     static let string = "0.1.0"
+    /// The git revision of the build (scripts/stamp-revision), "unknown" without one.
+    static let revision = String(cString: herald_build_revision())
+    /// `herald --version`: "0.1.0 (revision abc1234)".
+    static let full = "\(string) (revision \(revision))"
 }
 
 enum Usage {

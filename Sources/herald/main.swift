@@ -25,7 +25,7 @@ if let usage = Help.usage(for: arguments) {
 
 switch arguments.first {
 case "--version", "version":
-    print("herald \(HeraldVersion.string)")
+    print("herald \(HeraldVersion.full)")
     status = 0
 case "validate-job":
     status = ValidateCommand.run(Array(arguments.dropFirst()), jobsOnly: true)

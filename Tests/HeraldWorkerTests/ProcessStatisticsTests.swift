@@ -22,12 +22,12 @@ import Testing
         let statistics = try #require(ProcessStatistics.current())
         #expect(statistics.cpuSeconds > 0 && statistics.residentBytes > 1_000_000 && statistics.openFileDescriptors > 2)
         #expect(abs(statistics.startTime - Date().timeIntervalSince1970) < 24 * 3600, "started today: \(statistics.startTime)")
-        let text = ProcessStatistics.prometheusText(statistics, version: "1.2.3")
-        for series in ["herald_build_info{version=\"1.2.3\"} 1", "process_cpu_seconds_total ", "process_resident_memory_bytes ",
+        let text = ProcessStatistics.prometheusText(statistics, version: "1.2.3", revision: "abc1234")
+        for series in ["herald_build_info{version=\"1.2.3\",revision=\"abc1234\"} 1", "process_cpu_seconds_total ", "process_resident_memory_bytes ",
                        "process_open_fds ", "process_start_time_seconds ", "# TYPE process_cpu_seconds_total counter"] {
             #expect(text.contains(series), "\(series) missing from:\n\(text)")
         }
         // Without /proc, only the build info.
-        #expect(ProcessStatistics.prometheusText(nil, version: "v").components(separatedBy: "# TYPE").count == 2)
+        #expect(ProcessStatistics.prometheusText(nil, version: "v", revision: "r").components(separatedBy: "# TYPE").count == 2)
     }
 }

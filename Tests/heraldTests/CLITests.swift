@@ -16,6 +16,12 @@ import Testing
         let result = try Subprocess.run(TestEnvironment.heraldBinary, ["--version"])
         #expect(result.status == 0)
         #expect(result.stdout.hasPrefix("herald "))
+        // scripts/test stamps the checkout's revision before building (scripts/stamp-revision).
+        let head = try Subprocess.run(URL(fileURLWithPath: "/usr/bin/git"), ["-C", TestEnvironment.repositoryRoot.path, "rev-parse", "--short=12", "HEAD"])
+        if head.status == 0 {
+            let revision = head.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(result.stdout.contains("(revision \(revision)"), "\(result.stdout) does not name HEAD \(revision)")
+        }
     }
 
     @Test(arguments: ValidateJobCommandTests.jobFiles("valid"))
