@@ -59,6 +59,15 @@ public enum FCMMessage {
         public var truncated: Bool
         /// The payload size FCM counts (data keys and values, notification title, body and image).
         public var payloadBytes: Int
+
+        /// The same message with `"validate_only": true` beside it: FCM checks the message and
+        /// the token and answers as for a send, but delivers nothing (`herald send --validate-only`).
+        public var validatingOnly: Rendered {
+            guard body.first == UInt8(ascii: "{") else { return self }
+            var copy = self
+            copy.body = Array(#"{"validate_only":true,"#.utf8) + body.dropFirst()
+            return copy
+        }
     }
 
     /// Why a job could not be rendered.

@@ -78,6 +78,14 @@ public final class FCMSimulator: Sendable {
         if message["token"] != nil, faults.unregistered.isUnregistered(target) {
             return fail(404, "NOT_FOUND", "Requested entity was not found.", errorCode: "UNREGISTERED", violation: false)
         }
+        // validate_only (FCM's dry run): the message and token were checked above; answer as FCM
+        // does, with a fake message name, and deliver nothing.
+        if body["validate_only"] == .bool(true) {
+            stats.recordValidated()
+            request.respond(status: 200, headers: [HeaderField("content-type", "application/json; charset=UTF-8")],
+                            body: JSONValue.object(["name": .string("projects/\(credentials.fcmProjectID)/messages/fake_message_id")]).serializedBytes())
+            return
+        }
         let roll = Double.random(in: 0..<1)
         if roll < faults.stallRate { return }
         if roll < faults.stallRate + faults.tooManyRequestsRate {

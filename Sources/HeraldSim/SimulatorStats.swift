@@ -8,6 +8,8 @@ public final class SimulatorStats: Sendable {
     public struct Snapshot: Sendable, Equatable {
         public var requests = 0
         public var accepted = 0
+        /// FCM messages sent with `validate_only`: checked and answered, never delivered.
+        public var validated = 0
         /// Answers by reason string (`BadDeviceToken`, `UNREGISTERED`, `TooManyRequests`, …).
         public var reasons: [String: Int] = [:]
         /// Requests that broke the protocol (a client bug, never a device's fault).
@@ -29,7 +31,7 @@ public final class SimulatorStats: Sendable {
         /// The snapshot as JSON; per-token counts only when asked (they can be millions).
         public func json(includeTokens: Bool) -> JSONValue {
             var members: [String: JSONValue] = [
-                "requests": .int(requests), "accepted": .int(accepted), "violations": .int(violations),
+                "requests": .int(requests), "accepted": .int(accepted), "validated": .int(validated), "violations": .int(violations),
                 "reasons": .object(reasons.mapValues { .int($0) }), "distinct_tokens": .int(deliveries.count),
                 "duplicate_deliveries": .int(duplicateDeliveries), "tokens_issued": .int(tokensIssued), "connections": .int(connections),
                 "resets": .int(resets),
@@ -52,6 +54,8 @@ public final class SimulatorStats: Sendable {
     func recordConnection() { state.withLock { $0.connections += 1 } }
     func recordReset() { state.withLock { $0.resets += 1 } }
     func recordTokenIssued() { state.withLock { $0.tokensIssued += 1 } }
+
+    func recordValidated() { state.withLock { $0.validated += 1 } }
 
     func recordAccepted(token: String) {
         state.withLock { stats in

@@ -67,7 +67,7 @@ public struct ProviderEndpoints: Sendable, Equatable {
 public final class AppDelivery: Sendable {
     /// The app's settings as last read.
     public let settings: AppSettings
-    private let apns: Result<APNsClient, ProviderProblem>?
+    let apns: Result<APNsClient, ProviderProblem>?
     private let fcm: Result<FCMClient, ProviderProblem>?
     private let halts: Mutex<[Receipt.Provider: String]>
     private let http: [HTTP2Client]
@@ -195,8 +195,9 @@ public final class AppDelivery: Sendable {
     }
 
     /// Renders and sends `job` to `member`; `target` is the token to use (the VoIP token for VoIP
-    /// jobs on iOS).
-    public func send(_ job: Job, to member: AudienceMember, token: String, now: Timestamp) async -> DeliveryOutcome {
+    /// jobs on iOS). `validateOnly`: FCM checks the message and delivers nothing (APNs has no such
+    /// mode: ``TestPush`` renders APNs requests without sending them).
+    public func send(_ job: Job, to member: AudienceMember, token: String, now: Timestamp, validateOnly: Bool = false) async -> DeliveryOutcome {
         let rendered = PushRender.render(job, to: member, token: token, app: settings, now: now)
         if case .failed(.unknownChannel, let detail) = rendered { return .failed(reason: .unknownChannel, providerReason: detail) }
         switch Self.provider(for: member, kind: job.kind) {
@@ -207,6 +208,8 @@ public final class AppDelivery: Sendable {
             case .failure(let problem)?: return .credentialFault(providerReason: problem.reason, haltReason: problem.haltReason)
             case .success(let value)?: client = value
             }
+            // APNs has no dry run: a validate-only caller (TestPush) checks APNs requests itself.
+            guard !validateOnly else { return .failed(reason: .badRequest, providerReason: "APNs has no validate-only mode") }
             switch rendered {
             case .apns(let notification): return DeliveryOutcome(await client.send(notification))
             case .failed(let reason, let detail): return .failed(reason: reason, providerReason: detail)
@@ -220,7 +223,7 @@ public final class AppDelivery: Sendable {
             case .success(let value)?: client = value
             }
             switch rendered {
-            case .fcm(let message): return DeliveryOutcome(await client.send(message))
+            case .fcm(let message): return DeliveryOutcome(await client.send(validateOnly ? message.validatingOnly : message))
             case .failed(let reason, let detail): return .failed(reason: reason, providerReason: detail)
             case .apns: return .failed(reason: .badRequest, providerReason: "an APNs request rendered for an FCM send")
             }

@@ -1,3 +1,4 @@
+import HeraldAPNs
 public import HeraldCore
 import HeraldHTTP2
 public import HeraldPostgres
@@ -25,10 +26,32 @@ public enum TestPush {
         }
     }
 
+    /// What a test push came to.
+    public enum Answer: Equatable, Sendable {
+        /// The provider answered (for a validate-only FCM send, `accepted` means valid and
+        /// nothing was delivered).
+        case provider(DeliveryOutcome, provider: Receipt.Provider)
+        /// Validate-only on APNs, which has no dry run: the request was rendered and checked
+        /// (payload, push type, topic, credentials loaded) and not sent.
+        case renderedOnly(Rendered)
+    }
+
+    /// An APNs request as it would have been sent.
+    public struct Rendered: Equatable, Sendable {
+        public var pushType: String
+        public var topic: String
+        public var priority: Int
+        public var payloadBytes: Int
+        /// The payload, as JSON text.
+        public var payload: String
+    }
+
     /// Sends `job` to `device` for `app` and returns the provider's answer. `job` is sent as if
     /// to one subscription with a fresh id (its `audience` is not read). A VoIP job goes to the
-    /// token as a VoIP token.
-    public static func send(_ job: Job, to device: Device, app: AppSettings, endpoints: ProviderEndpoints) async throws -> DeliveryOutcome {
+    /// token as a VoIP token. `validateOnly`: FCM's `validate_only` (checked, not delivered);
+    /// on APNs, rendered and checked but not sent.
+    public static func send(_ job: Job, to device: Device, app: AppSettings, endpoints: ProviderEndpoints,
+                            validateOnly: Bool = false) async throws -> Answer {
         let loops = try EventLoopGroup(count: 1)
         defer { loops.shutdown() }
         let delivery = AppDelivery.build(settings: app, endpoints: endpoints, loops: loops)
@@ -36,7 +59,34 @@ public enum TestPush {
         let member = AudienceMember(id: UUIDv4.random(), platform: device.platform, token: device.token, sandbox: device.sandbox,
                                     sdk: device.sdk, language: nil, timeZone: nil, voipToken: job.kind == .voip ? device.token : nil,
                                     provider: device.provider)
-        return await delivery.send(job, to: member, token: device.token, now: .now)
+        let provider = AppDelivery.provider(for: member, kind: job.kind)
+        if validateOnly, provider == .apns {
+            return delivery.renderAPNsWithoutSending(job, to: member, token: device.token, now: .now)
+        }
+        return .provider(await delivery.send(job, to: member, token: device.token, now: .now, validateOnly: validateOnly), provider: provider)
+    }
+}
+
+extension AppDelivery {
+    /// The APNs request `send` would make, checked as far as possible without Apple: rendered
+    /// (sizes, push type rules), and the app's APNs credentials loaded.
+    func renderAPNsWithoutSending(_ job: Job, to member: AudienceMember, token: String, now: Timestamp) -> TestPush.Answer {
+        let client: APNsClient
+        switch apns {
+        case nil: return .provider(.failed(reason: .noCredentials, providerReason: "the app has no APNs credentials"), provider: .apns)
+        case .failure(let problem)?: return .provider(.credentialFault(providerReason: problem.reason, haltReason: problem.haltReason), provider: .apns)
+        case .success(let value)?: client = value
+        }
+        switch PushRender.render(job, to: member, token: token, app: settings, now: now) {
+        case .apns(let notification):
+            let request = client.request(for: notification, bearer: nil)
+            let header = { (name: String) in request.headers.first { $0.name == name }?.value ?? "" }
+            return .renderedOnly(TestPush.Rendered(pushType: header("apns-push-type"), topic: header("apns-topic"),
+                                                   priority: notification.priority, payloadBytes: notification.payload.count,
+                                                   payload: String(decoding: notification.payload, as: UTF8.self)))
+        case .failed(let reason, let detail): return .provider(.failed(reason: reason, providerReason: detail), provider: .apns)
+        case .fcm: return .provider(.failed(reason: .badRequest, providerReason: "an FCM message rendered for an APNs send"), provider: .apns)
+        }
     }
 }
 

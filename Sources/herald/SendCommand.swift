@@ -12,11 +12,13 @@ enum SendCommand {
            herald send --app APP [--title T] [--body B] (--subscription ID ... | --external-id X ... | --all)
                        [--id ID] [--urgent] [--data JSON] [--url U] [--expires-in SECONDS] [--brokers B]
            herald send --token T --platform ios|android --app APP [--provider apns|fcm] [--sandbox] [--no-sdk]
-                       [--title T] [--body B] [--data JSON] [--url U] [--file PATH|-] [--database-url URL]
+                       [--title T] [--body B] [--data JSON] [--url U] [--file PATH|-] [--validate-only] [--database-url URL]
       --token: one test push straight to a device token, through the worker's renderer (the app's
       payload profile), the app's credentials and the providers (HERALD_APNS_ENDPOINT, … as a
       worker reads them); prints the provider's answer as JSON. No broker, no receipt, no
       invalidation. Exit 0 accepted, 1 refused (unregistered, failed, credentials), 69 retryable.
+      --validate-only: FCM checks the message and the token (its validate_only) and delivers nothing;
+      APNs has no such mode, so the request is rendered and checked here and not sent ("sent": false).
     """
 
     /// Options that build the job; refused together with `--file`.

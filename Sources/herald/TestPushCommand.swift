@@ -7,7 +7,7 @@ import HeraldWorker
 /// (`TestPush`), printing the provider's answer as one JSON line.
 enum TestPushCommand {
     static func run(_ arguments: [String]) async -> Int32 {
-        var options = OptionParser(arguments, command: "herald send", usage: SendCommand.usage, flags: ["--sandbox", "--no-sdk", "--urgent"])
+        var options = OptionParser(arguments, command: "herald send", usage: SendCommand.usage, flags: ["--sandbox", "--no-sdk", "--urgent", "--validate-only"])
         let token = options.string("--token")
         let platformName = options.string("--platform")
         let providerName = options.string("--provider")
@@ -20,6 +20,7 @@ enum TestPushCommand {
         let sandbox = options.flag("--sandbox")
         let sdk = !options.flag("--no-sdk")
         let urgent = options.flag("--urgent")
+        let validateOnly = options.flag("--validate-only")
         let databaseURL = options.string("--database-url")
         guard options.finish() else { return 64 }
         guard let token, !token.isEmpty, token.utf8.count <= 4096, let app else {
@@ -103,17 +104,41 @@ enum TestPushCommand {
             Console.error("herald send: no app \(app)")
             return 66
         }
-        let outcome: DeliveryOutcome
+        let answer: TestPush.Answer
         do {
-            outcome = try await TestPush.send(job, to: TestPush.Device(token: token, platform: platform, provider: provider, sandbox: sandbox, sdk: sdk),
-                                              app: settings, endpoints: endpoints)
+            answer = try await TestPush.send(job, to: TestPush.Device(token: token, platform: platform, provider: provider, sandbox: sandbox, sdk: sdk),
+                                             app: settings, endpoints: endpoints, validateOnly: validateOnly)
         } catch {
             Console.error("herald send: \(error)")
             return 70
         }
-        let (line, status) = describe(outcome)
+        let (line, status) = describe(answer, validateOnly: validateOnly)
         print(line.serialized())
         return status
+    }
+
+    /// The answer as JSON, and the exit status. Validate-only answers say `"sent": false`; an
+    /// FCM `accepted` under validate-only is reported as `valid`.
+    static func describe(_ answer: TestPush.Answer, validateOnly: Bool) -> (JSONValue, Int32) {
+        switch answer {
+        case .renderedOnly(let request):
+            return (.object([
+                "outcome": .string("valid"), "provider": .string("apns"), "sent": .bool(false),
+                "note": .string("APNs has no validate-only mode: the request was rendered and checked here, not sent to Apple"),
+                "push_type": .string(request.pushType), "topic": .string(request.topic), "priority": .int(request.priority),
+                "payload_bytes": .int(request.payloadBytes), "payload": (try? JSONValue.parse(Array(request.payload.utf8))) ?? .string(request.payload),
+            ]), 0)
+        case .provider(let outcome, let provider):
+            var (line, status) = describe(outcome)
+            guard case .object(var members) = line else { return (line, status) }
+            members["provider"] = .string(provider.rawValue)
+            if validateOnly {
+                members["sent"] = .bool(false)
+                if members["outcome"] == .string("accepted") { members["outcome"] = .string("valid") }
+            }
+            line = .object(members)
+            return (line, status)
+        }
     }
 
     /// The answer as JSON, and the exit status.

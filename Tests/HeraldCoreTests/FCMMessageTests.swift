@@ -236,4 +236,13 @@ import Testing
         #expect(definition == channel.definition)
         #expect(definition["id"] == .string("nf_orders_v3") && definition["importance"] == .string("high"))
     }
+
+    @Test func validatingOnlyAddsTheFlagBesideTheMessage() throws {
+        let (rendered, _) = try Self.render(try Self.job(#""title":"T""#), mode: .sdk)
+        let checked = rendered.validatingOnly
+        let json = try JSONValue.parse(checked.body)
+        #expect(json["validate_only"] == .bool(true))
+        #expect(json["message"] == (try JSONValue.parse(rendered.body))["message"])
+        #expect(checked.payloadBytes == rendered.payloadBytes)
+    }
 }

@@ -27,6 +27,10 @@ import Testing
             """#.utf8))
         let outcome = try await TestPush.send(job, to: TestPush.Device(token: "abc", platform: .android),
                                               app: AppSettings(id: "a", name: "A"), endpoints: ProviderEndpoints())
-        #expect(outcome == .failed(reason: .noCredentials, providerReason: "the app has no FCM credentials"))
+        #expect(outcome == .provider(.failed(reason: .noCredentials, providerReason: "the app has no FCM credentials"), provider: .fcm))
+        // Validate-only on APNs checks the credentials before rendering and never sends.
+        let dry = try await TestPush.send(job, to: TestPush.Device(token: "abc", platform: .ios), app: AppSettings(id: "a", name: "A"),
+                                          endpoints: ProviderEndpoints(), validateOnly: true)
+        #expect(dry == .provider(.failed(reason: .noCredentials, providerReason: "the app has no APNs credentials"), provider: .apns))
     }
 }

@@ -363,6 +363,9 @@ final class SimProcess: BackgroundProcess, @unchecked Sendable {
     /// What one simulator saw (`GET /_sim/stats?tokens=1`).
     struct Stats {
         var accepted = 0
+        /// FCM messages checked under validate_only (never delivered).
+        var validated = 0
+        var requests = 0
         var duplicateDeliveries = 0
         var reasons: [String: Int] = [:]
         var deliveries: [String: Int] = [:]
@@ -376,7 +379,8 @@ final class SimProcess: BackgroundProcess, @unchecked Sendable {
         guard result.status == 0, let json = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any] else {
             throw PipelineFixture.Failure("GET /_sim/stats on \(port): \(result.status) \(result.stderr)")
         }
-        return Stats(accepted: json["accepted"] as? Int ?? -1, duplicateDeliveries: json["duplicate_deliveries"] as? Int ?? -1,
+        return Stats(accepted: json["accepted"] as? Int ?? -1, validated: json["validated"] as? Int ?? -1, requests: json["requests"] as? Int ?? -1,
+                     duplicateDeliveries: json["duplicate_deliveries"] as? Int ?? -1,
                      reasons: json["reasons"] as? [String: Int] ?? [:], deliveries: json["deliveries"] as? [String: Int] ?? [:])
     }
 

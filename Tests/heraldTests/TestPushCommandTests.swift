@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import HeraldSim
 import HeraldTestSupport
 import Testing
 
@@ -11,7 +12,8 @@ import Testing
 struct TestPushCommandTests {
     @Test func aTestPushReachesTheSimulatorAndPrintsTheProvidersAnswer() async throws {
         try await withFixture("testpush") { fixture in
-            let simulator = try fixture.startSimulator()
+            // Half the tokens unregistered: the test picks tokens either side (UnregisteredShare).
+            let simulator = try fixture.startSimulator(["--unregistered-share", "0.5"])
             _ = try await fixture.seed(app: "e2e", devices: 40)
             let audience = try await fixture.audience(app: "e2e")
             var environment = fixture.baseEnvironment
@@ -22,7 +24,7 @@ struct TestPushCommandTests {
             environment["HERALD_TLS_CA_FILE"] = simulator.stateDirectory.appendingPathComponent("ca.pem").path
             let before = try await simulator.stats(.ios).accepted + simulator.stats(.android).accepted
             for platform in [Platform.ios, .android] {
-                let token = try #require(audience.values.first { $0.platform == platform }?.token)
+                let token = try #require(audience.values.first { $0.platform == platform && !UnregisteredShare(0.5).isUnregistered($0.token) }?.token)
                 let result = try await Subprocess.runDetached(TestEnvironment.heraldBinary, [
                     "send", "--token", token, "--platform", platform.rawValue, "--app", "e2e", "--title", "Test", "--data", #"{"n":1}"#,
                 ], environment: environment, timeout: 60)
@@ -44,6 +46,40 @@ struct TestPushCommandTests {
                 "send", "--token", "abc", "--platform", "android", "--app", "nope",
             ], environment: environment, timeout: 60)
             #expect(unknown.status == 66 && unknown.stderr.contains("no app nope"), "\(unknown.status) \(unknown.stderr)")
+
+            // --validate-only: FCM checks the message under validate_only and delivers nothing.
+            let android = try #require(audience.values.first { $0.platform == .android && !UnregisteredShare(0.5).isUnregistered($0.token) }?.token)
+            let fcmBefore = try await simulator.stats(.android)
+            let checked = try await Subprocess.runDetached(TestEnvironment.heraldBinary, [
+                "send", "--token", android, "--platform", "android", "--app", "e2e", "--title", "Dry", "--validate-only",
+            ], environment: environment, timeout: 60)
+            #expect(checked.status == 0, "exit \(checked.status): \(checked.stderr) \(checked.stdout)")
+            let checkedAnswer = try JSONValue.parse(Array(checked.stdout.utf8))
+            #expect(checkedAnswer["outcome"] == .string("valid") && checkedAnswer["sent"] == .bool(false)
+                    && checkedAnswer["provider"] == .string("fcm"), "\(checked.stdout)")
+            let fcmAfter = try await simulator.stats(.android)
+            #expect(fcmAfter.validated == fcmBefore.validated + 1 && fcmAfter.accepted == fcmBefore.accepted,
+                    "validated \(fcmBefore.validated)→\(fcmAfter.validated), accepted \(fcmBefore.accepted)→\(fcmAfter.accepted)")
+            // FCM's refusals still come back under validate_only: a token the simulator has unregistered.
+            let gone = try #require(audience.values.first { $0.platform == .android && UnregisteredShare(0.5).isUnregistered($0.token) }?.token)
+            let refusedDry = try await Subprocess.runDetached(TestEnvironment.heraldBinary, [
+                "send", "--token", gone, "--platform", "android", "--app", "e2e", "--validate-only",
+            ], environment: environment, timeout: 60)
+            #expect(refusedDry.status == 1 && refusedDry.stdout.contains(#""outcome":"unregistered""#), "\(refusedDry.status) \(refusedDry.stdout) \(refusedDry.stderr)")
+
+            // On APNs, which has no such mode, the request is rendered and checked, and nothing reaches Apple.
+            let ios = try #require(audience.values.first { $0.platform == .ios && !UnregisteredShare(0.5).isUnregistered($0.token) }?.token)
+            let apnsBefore = try await simulator.stats(.ios)
+            let rendered = try await Subprocess.runDetached(TestEnvironment.heraldBinary, [
+                "send", "--token", ios, "--platform", "ios", "--app", "e2e", "--title", "Dry", "--validate-only",
+            ], environment: environment, timeout: 60)
+            #expect(rendered.status == 0, "exit \(rendered.status): \(rendered.stderr) \(rendered.stdout)")
+            let renderedAnswer = try JSONValue.parse(Array(rendered.stdout.utf8))
+            #expect(renderedAnswer["outcome"] == .string("valid") && renderedAnswer["sent"] == .bool(false)
+                    && renderedAnswer["push_type"] == .string("alert") && renderedAnswer["payload"]?["aps"] != nil, "\(rendered.stdout)")
+            #expect(renderedAnswer["topic"]?.stringValue?.isEmpty == false, "\(rendered.stdout)")
+            let apnsAfter = try await simulator.stats(.ios)
+            #expect(apnsAfter.requests == apnsBefore.requests, "APNs saw \(apnsAfter.requests - apnsBefore.requests) requests")
         }
     }
 }
