@@ -3,7 +3,7 @@
 # read from `herald <command> --help` so it never falls behind the binary.
 _herald() {
     local current=${COMP_WORDS[COMP_CWORD]}
-    local commands="dev run validate-job validate migrate doctor seed send tail jobs apps topics dlq dev-broker sim bench --version --help"
+    local commands="dev run validate-job validate migrate doctor seed send tail jobs apps channels topics dlq dev-broker sim bench --version --help"
     if [ "$COMP_CWORD" -eq 1 ]; then
         mapfile -t COMPREPLY < <(compgen -W "$commands" -- "$current")
         return
@@ -13,6 +13,7 @@ _herald() {
     case "$command" in
         jobs) subcommands="list show watch cancel resume" ;;
         apps) subcommands="add update show list rekey" ;;
+        channels) subcommands="list set delete" ;;
         topics) subcommands="create" ;;
         dlq) subcommands="replay" ;;
         tail) subcommands="results metrics dlq" ;;

@@ -24,6 +24,7 @@ enum Help {
         case "send": return SendCommand.usage
         case "tail": return TailCommand.usage
         case "apps": return AppsCommand.usage
+        case "channels": return ChannelsCommand.usage
         case "topics": return TopicsCommand.usage
         case "dlq": return DLQCommand.usage
         case "jobs": return JobsCommand.usage

@@ -25,8 +25,10 @@ enum Usage {
                                  benchmarks that print JSON (docs/BENCHMARKS.md)
       send                       build or read a job, validate it, produce it to the jobs topic (--app … --title … --all | --file PATH|-)
       tail results|metrics|dlq   follow a topic with a throwaway consumer group (--from-beginning, --json, --count N, --job ID, --timeout S)
-      jobs show|cancel|resume ID show a job and its shards, cancel it, or resume it after a halt (re-queues its shards)
+      jobs list|watch|show|cancel|resume
+                                 list jobs, follow one to completed, show one and its shards, cancel it, or resume it after a halt
       apps add|update|show|list  an app's credentials and settings (sealed; show prints fingerprints); apps rekey rotates the key
+      channels list|set|delete   an app's notification channels (Android and iOS settings; jobs name them in content.channel)
       topics create              create every Herald topic with the Admin API (--partitions 12 --replication-factor 3, idempotent)
       dlq replay                 re-produce dead letters to their source topics (--since T --until T --reason-contains X --dry-run)
       dev-broker                 run an embedded Kafka broker (librdkafka mock cluster) on 127.0.0.1

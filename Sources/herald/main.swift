@@ -49,6 +49,8 @@ case "tail":
     status = await TailCommand.run(Array(arguments.dropFirst()))
 case "apps":
     status = await AppsCommand.run(Array(arguments.dropFirst()))
+case "channels":
+    status = await ChannelsCommand.run(Array(arguments.dropFirst()))
 case "topics":
     status = await TopicsCommand.run(Array(arguments.dropFirst()))
 case "dlq":

@@ -7,7 +7,8 @@ import Testing
     static let commands: [[String]] = [
         ["validate-job"], ["validate"], ["dev"], ["run"], ["migrate"], ["sim"], ["sim", "token"], ["seed"], ["dev-broker"],
         ["send"], ["tail"], ["tail", "results"], ["apps"], ["apps", "add"], ["apps", "update"], ["apps", "show"], ["apps", "rekey"],
-        ["topics", "create"], ["dlq", "replay"], ["jobs", "show"], ["jobs", "cancel"], ["jobs", "resume"],
+        ["topics", "create"], ["dlq", "replay"], ["jobs", "show"], ["jobs", "cancel"], ["jobs", "resume"], ["jobs", "list"], ["jobs", "watch"],
+        ["channels"], ["channels", "list"], ["channels", "set"], ["channels", "delete"],
         ["doctor"], ["bench"], ["bench", "http2"], ["bench", "kafka"], ["bench", "audience"], ["bench", "pipeline"], ["bench", "poison"],
     ]
 
@@ -24,7 +25,7 @@ import Testing
     @Test func withoutArgumentsTheTopLevelUsageListsEveryCommandAndIsAUsageError() throws {
         let result = try Subprocess.run(TestEnvironment.heraldBinary, [])
         #expect(result.status == 64)
-        for command in ["dev", "run", "validate-job", "validate", "migrate", "seed", "send", "tail", "jobs", "apps", "topics", "dlq",
+        for command in ["dev", "run", "validate-job", "validate", "migrate", "seed", "send", "tail", "jobs", "apps", "channels", "topics", "dlq",
                         "dev-broker", "sim", "bench", "doctor"] {
             #expect(result.stdout.contains("  \(command)"), "\(command) is not in the top-level usage")
         }
@@ -48,5 +49,7 @@ import Testing
         #expect(try complete(["herald", "jobs", "l"]) == "list")
         #expect(try complete(["herald", "jobs", "list", "--st"]) == "--state")
         #expect(try complete(["herald", "send", "--plat"]) == "--platform")
+        #expect(try complete(["herald", "channels", "s"]) == "set")
+        #expect(try complete(["herald", "channels", "set", "--ios-inter"]) == "--ios-interruption-level")
     }
 }
