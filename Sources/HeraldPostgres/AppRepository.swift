@@ -47,6 +47,10 @@ public struct AppSettings: Sendable, Equatable {
     public var fcmHaltedReason: String?
     /// The app's quiet window and whether jobs respect it when they do not say.
     public var quietHours = AppQuietHours()
+    /// The app's own provider ceilings, sends a minute over all workers (`apps.apns_rate_per_minute`,
+    /// `fcm_rate_per_minute`): nil takes the workers' `HERALD_*_RATE_PER_MINUTE`, 0 is none.
+    public var apnsRatePerMinute: Int?
+    public var fcmRatePerMinute: Int?
     /// The app's notification channels by key (read with the app, so a shard sees the current versions).
     public var channels: [String: NotificationChannel] = [:]
     /// Why stored APNs / FCM credentials could not be opened under any configured key (read by
@@ -104,6 +108,11 @@ public struct AppRepository: Sendable {
 
     static func binding(_ appID: String, _ column: String) -> String { "herald:apps:\(appID):\(column)" }
 
+    /// `apns_rate_per_minute`, `fcm_rate_per_minute` as query values.
+    static func ceilingValues(_ app: AppSettings) -> [String?] {
+        [app.apnsRatePerMinute.map { String($0) }, app.fcmRatePerMinute.map { String($0) }]
+    }
+
     /// `quiet_start`, `quiet_end` (`HH:MM`) and `respect_quiet_hours` as query values.
     static func quietValues(_ quiet: AppQuietHours) -> [String?] {
         func clock(_ minutes: Int) -> String {
@@ -140,7 +149,7 @@ public struct AppRepository: Sendable {
     static let settingsColumns = """
         id, name, apns_key_id, apns_team_id, apns_bundle_id, apns_environment, apns_credentials,
         fcm_project_id, fcm_credentials, payload_profile, default_time_zone, apns_halted_reason, fcm_halted_reason, apns_auth,
-        quiet_start::text, quiet_end::text, respect_quiet_hours
+        quiet_start::text, quiet_end::text, respect_quiet_hours, apns_rate_per_minute::text, fcm_rate_per_minute::text
         """
 
     /// The app with decrypted credentials; nil when unknown. A wrong key or an altered
@@ -190,6 +199,8 @@ public struct AppRepository: Sendable {
         settings.apnsUnreadable = apnsUnreadable
         settings.fcmUnreadable = fcmUnreadable
         settings.quietHours.respectByDefault = row[16] == "t"
+        settings.apnsRatePerMinute = row[17].flatMap { Int($0) }
+        settings.fcmRatePerMinute = row[18].flatMap { Int($0) }
         if let start = row[14].flatMap(ScheduleRepository.minutes), let end = row[15].flatMap(ScheduleRepository.minutes) {
             settings.quietHours.window = QuietWindow(startMinutes: start, endMinutes: end)
         }
@@ -201,12 +212,13 @@ public struct AppRepository: Sendable {
         let sealed = try seal(app)
         let inserted = try await pool.query("""
             INSERT INTO apps (id, name, apns_auth, apns_key_id, apns_team_id, apns_bundle_id, apns_environment, apns_credentials,
-                              fcm_project_id, fcm_credentials, payload_profile, default_time_zone, quiet_start, quiet_end, respect_quiet_hours)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8::bytea, $9, $10::bytea, $11, $12, $13::time, $14::time, $15::boolean)
+                              fcm_project_id, fcm_credentials, payload_profile, default_time_zone, quiet_start, quiet_end, respect_quiet_hours,
+                              apns_rate_per_minute, fcm_rate_per_minute)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8::bytea, $9, $10::bytea, $11, $12, $13::time, $14::time, $15::boolean, $16::bigint, $17::bigint)
             ON CONFLICT (id) DO NOTHING
             """, [app.id, app.name, app.apns == nil ? nil : "token", app.apns?.keyID, app.apns?.teamID, app.apns?.bundleID,
                   app.apns?.environment, sealed.apns, app.fcm?.projectID, sealed.fcm, app.payloadProfile, app.defaultTimeZone]
-                + Self.quietValues(app.quietHours),
+                + Self.quietValues(app.quietHours) + Self.ceilingValues(app),
             idempotent: false)
         if inserted.affected == 0 { throw PostgresError(.invalidState, "app \(app.id) already exists (change it with `herald apps update`)") }
     }
@@ -232,11 +244,12 @@ public struct AppRepository: Sendable {
                 UPDATE apps SET name = $2, apns_auth = $3, apns_key_id = $4, apns_team_id = $5, apns_bundle_id = $6,
                                 apns_environment = $7, apns_credentials = $8::bytea, fcm_project_id = $9, fcm_credentials = $10::bytea,
                                 payload_profile = $11, default_time_zone = $12, quiet_start = $13::time, quiet_end = $14::time,
-                                respect_quiet_hours = $15::boolean, updated_at = now()
+                                respect_quiet_hours = $15::boolean, apns_rate_per_minute = $16::bigint, fcm_rate_per_minute = $17::bigint,
+                                updated_at = now()
                 WHERE id = $1
                 """, [id, app.name, app.apns == nil ? nil : "token", app.apns?.keyID, app.apns?.teamID, app.apns?.bundleID,
                       app.apns?.environment, sealed.apns, app.fcm?.projectID, sealed.fcm, app.payloadProfile, app.defaultTimeZone]
-                    + Self.quietValues(app.quietHours))
+                    + Self.quietValues(app.quietHours) + Self.ceilingValues(app))
             return app
         }
     }

@@ -10,8 +10,8 @@ import HeraldPostgres
 /// `show` prints SHA-256 fingerprints only.
 enum AppsCommand {
     static let usage = """
-    usage: herald apps add --id APP --name NAME [APNS] [--fcm-service-account FILE.json] [--time-zone AREA/CITY] [PROFILE] [QUIET]
-           herald apps update --id APP [--name NAME] [APNS] [--fcm-service-account FILE.json] [--time-zone Z] [PROFILE] [QUIET]
+    usage: herald apps add --id APP --name NAME [APNS] [--fcm-service-account FILE.json] [--time-zone AREA/CITY] [PROFILE] [QUIET] [RATES]
+           herald apps update --id APP [--name NAME] [APNS] [--fcm-service-account FILE.json] [--time-zone Z] [PROFILE] [QUIET] [RATES]
            herald apps show --id APP [--json]
            herald apps list [--json]
            herald apps rekey [--old-key-env VAR]
@@ -20,6 +20,9 @@ enum AppsCommand {
       PROFILE: --payload-profile sdk|plain|openpush|pushbib (schemas/payloads.md)
       QUIET: --quiet-hours HH:MM-HH:MM (devices without their own window; default 20:00-08:00)
              --respect-quiet-hours true|false (jobs without delivery.respect_quiet_hours; default false)
+      RATES: --apns-rate-per-minute N|default  --fcm-rate-per-minute N|default
+             the app's own ceiling, sends a minute over all workers (0 = none; default = the workers'
+             HERALD_APNS_RATE_PER_MINUTE / HERALD_FCM_RATE_PER_MINUTE; docs/SCHEDULING.md)
       Every action also takes --database-url URL (default HERALD_DATABASE_URL). Credentials are sealed
       under HERALD_CREDENTIALS_KEY; rekey re-seals every app's under it (with its key id), opening them with
       HERALD_CREDENTIALS_KEY, the keys of HERALD_CREDENTIALS_OLD_KEYS and the key in $VAR.
@@ -210,6 +213,9 @@ struct AppChange {
     var payloadProfile: String?
     var quietWindow: QuietWindow?
     var respectQuietHours: Bool?
+    /// A per-app ceiling: `.some(nil)` goes back to the workers' default.
+    var apnsRatePerMinute: Int??
+    var fcmRatePerMinute: Int??
 
     typealias Refusal = AppsCommand.Refusal
 
@@ -260,6 +266,8 @@ struct AppChange {
             }
             respectQuietHours = text == "true"
         }
+        apnsRatePerMinute = try AppChange.ceiling(options.string("--apns-rate-per-minute"), "--apns-rate-per-minute")
+        fcmRatePerMinute = try AppChange.ceiling(options.string("--fcm-rate-per-minute"), "--fcm-rate-per-minute")
         if let path = options.string("--apns-key") {
             apnsKeyPEM = try AppChange.p8(at: path)
         }
@@ -275,6 +283,8 @@ struct AppChange {
         if let payloadProfile { app.payloadProfile = payloadProfile }
         if let quietWindow { app.quietHours.window = quietWindow }
         if let respectQuietHours { app.quietHours.respectByDefault = respectQuietHours }
+        if let apnsRatePerMinute { app.apnsRatePerMinute = apnsRatePerMinute }
+        if let fcmRatePerMinute { app.fcmRatePerMinute = fcmRatePerMinute }
         if let fcm { app.fcm = FCMCredentials(projectID: fcm.account.projectID, serviceAccountJSON: fcm.json) }
         let touchesAPNs = apnsKeyPEM != nil || apnsKeyID != nil || apnsTeamID != nil || bundleID != nil || apnsEnvironment != nil
         guard touchesAPNs else { return nil }
@@ -309,6 +319,8 @@ struct AppChange {
         if payloadProfile != nil { names.append("payload profile") }
         if quietWindow != nil { names.append("quiet hours") }
         if respectQuietHours != nil { names.append("respect quiet hours") }
+        if apnsRatePerMinute != nil { names.append("apns rate per minute") }
+        if fcmRatePerMinute != nil { names.append("fcm rate per minute") }
         return names.isEmpty ? "nothing to change" : names.joined(separator: ", ")
     }
 
@@ -316,6 +328,17 @@ struct AppChange {
         (1...64).contains(text.utf8.count) && text.utf8.allSatisfy { byte in
             (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
         }
+    }
+
+    /// A rate ceiling option: a whole number of sends a minute (0 = no ceiling), or `default`
+    /// (`.some(nil)`: the workers' setting); nil when not given.
+    static func ceiling(_ text: String?, _ flag: String) throws -> Int?? {
+        guard let text else { return nil }
+        if text == "default" { return .some(nil) }
+        guard let value = Int(text), (0...1_000_000_000).contains(value) else {
+            throw Refusal(status: 65, message: "\(flag) is a whole number of sends a minute (0 = no ceiling) or default, not \(AppsCommand.quoted(text))")
+        }
+        return .some(value)
     }
 
     /// Apple's key and team ids: 10 upper-case letters or digits.
@@ -404,6 +427,9 @@ struct AppDescription {
                 "window": .string(AppDescription.window(app.quietHours.window)),
                 "respect_by_default": .bool(app.quietHours.respectByDefault),
             ]),
+            // null: the workers' HERALD_*_RATE_PER_MINUTE; 0: no ceiling.
+            "apns_rate_per_minute": app.apnsRatePerMinute.map { JSONValue.int($0) } ?? .null,
+            "fcm_rate_per_minute": app.fcmRatePerMinute.map { JSONValue.int($0) } ?? .null,
         ]
         if let apns = app.apns {
             members["apns"] = .object([
@@ -445,6 +471,8 @@ struct AppDescription {
             lines.append("fcm   none")
         }
         lines.append("quiet hours=\(AppDescription.window(app.quietHours.window)) respect_by_default=\(app.quietHours.respectByDefault)")
+        func ceiling(_ value: Int?) -> String { value.map { $0 == 0 ? "none" : "\($0)/min" } ?? "default" }
+        lines.append("rate  apns=\(ceiling(app.apnsRatePerMinute)) fcm=\(ceiling(app.fcmRatePerMinute))")
         lines.append("halted apns=\(app.apnsHaltedReason ?? "no") fcm=\(app.fcmHaltedReason ?? "no")")
         return lines.joined(separator: "\n")
     }

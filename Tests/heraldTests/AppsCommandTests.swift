@@ -156,6 +156,26 @@ struct AppsCommandTests {
         let partial = try await apps(["update", "--id", "bare", "--apns-key-id", "ABC123DEFG"], fixture)
         #expect(partial.status == 65 && partial.stderr.contains("no APNs key yet"))
         #expect(try await apps(["update", "--id", "nobody", "--name", "X"], fixture).status == 66)
+
+        // Per-app rate ceilings: stored where the workers' throttle reads them, back to the
+        // default with `default`; 0 is no ceiling; nonsense is refused.
+        let throttle = ThrottleRepository(pool: fixture.pool)
+        #expect(try await throttle.providerCeilings(appID: "demo") == (nil, nil))
+        let ceilings = try await apps(["update", "--id", "demo", "--apns-rate-per-minute", "120000", "--fcm-rate-per-minute", "0"], fixture)
+        #expect(ceilings.status == 0 && ceilings.stdout.contains("apns rate per minute, fcm rate per minute"), "\(ceilings.stdout) \(ceilings.stderr)")
+        #expect(try await throttle.providerCeilings(appID: "demo") == (120_000, 0))
+        let shownRates = try JSONValue.parse(try await apps(["show", "--id", "demo", "--json"], fixture).stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(shownRates["apns_rate_per_minute"] == .int(120_000) && shownRates["fcm_rate_per_minute"] == .int(0))
+        #expect(try await apps(["show", "--id", "demo"], fixture).stdout.contains("rate  apns=120000/min fcm=none"))
+        // Another update keeps them; `default` clears one.
+        #expect(try await apps(["update", "--id", "demo", "--name", "Demo 2"], fixture).status == 0)
+        #expect(try await throttle.providerCeilings(appID: "demo") == (120_000, 0))
+        #expect(try await apps(["update", "--id", "demo", "--apns-rate-per-minute", "default"], fixture).status == 0)
+        #expect(try await throttle.providerCeilings(appID: "demo") == (nil, 0))
+        let bad = try await apps(["update", "--id", "demo", "--fcm-rate-per-minute", "-5"], fixture)
+        #expect(bad.status == 65 && bad.stderr.contains("--fcm-rate-per-minute"), "\(bad.stderr)")
+        #expect(try await apps(["add", "--id", "capped", "--name", "Capped", "--fcm-rate-per-minute", "6000"], fixture).status == 0)
+        #expect(try await throttle.providerCeilings(appID: "capped") == (nil, 6000))
         await fixture.drop()
     }
 
