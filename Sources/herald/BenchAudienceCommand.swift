@@ -6,43 +6,14 @@ import HeraldPostgres
 /// and prints rows, rows per second and the process's peak RSS.
 enum BenchAudienceCommand {
     static func run(_ arguments: [String]) async -> Int32 {
-        var url = ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"]
-        var app: String?
-        var filterText: String?
-        var pageSize = 5000
-        var streams = 1
-        var json = false
-        var remaining = arguments[...]
-        while let argument = remaining.popFirst() {
-            if argument == "--json" {
-                json = true
-                continue
-            }
-            guard let value = remaining.popFirst() else {
-                Console.error("herald bench audience: \(argument) needs a value\n\(BenchCommand.usage)")
-                return 64
-            }
-            switch argument {
-            case "--database-url": url = value
-            case "--app": app = value
-            case "--filter": filterText = value
-            case "--streams":
-                guard let number = Int(value), (1...64).contains(number) else {
-                    Console.error("herald bench audience: --streams must be 1 to 64")
-                    return 64
-                }
-                streams = number
-            case "--page-size":
-                guard let number = Int(value), (1...100_000).contains(number) else {
-                    Console.error("herald bench audience: --page-size must be 1 to 100000")
-                    return 64
-                }
-                pageSize = number
-            default:
-                Console.error("herald bench audience: unknown option \(argument)\n\(BenchCommand.usage)")
-                return 64
-            }
-        }
+        var options = OptionParser(arguments, command: "herald bench audience", usage: BenchCommand.usage)
+        let url = options.string("--database-url") ?? ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"]
+        let app = options.string("--app")
+        let filterText = options.string("--filter")
+        let streams = options.int("--streams", in: 1...64) ?? 1
+        let pageSize = options.int("--page-size", in: 1...100_000) ?? 5000
+        let json = options.flag("--json")
+        guard options.finish() else { return 64 }
         guard let app, let url, !url.isEmpty else {
             Console.error("herald bench audience: --app and --database-url (or HERALD_DATABASE_URL) are required\n\(BenchCommand.usage)")
             return 64

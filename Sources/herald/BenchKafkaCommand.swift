@@ -7,32 +7,14 @@ import HeraldKafka
 /// and prints the rates. Without `--brokers` it runs against an embedded mock cluster.
 enum BenchKafkaCommand {
     static func run(_ arguments: [String]) async -> Int32 {
-        var brokers: String?
-        var count = 100_000
-        var size = 100
-        var partitions: Int32 = 4
-        var json = false
-        var remaining = arguments[...]
-        while let argument = remaining.popFirst() {
-            switch argument {
-            case "--brokers":
-                guard let value = remaining.popFirst(), !value.isEmpty else { return usage("--brokers takes HOST:PORT[,…]") }
-                brokers = value
-            case "--messages":
-                guard let value = remaining.popFirst().flatMap({ Int($0) }), value > 0 else { return usage("--messages takes a positive number") }
-                count = value
-            case "--size":
-                guard let value = remaining.popFirst().flatMap({ Int($0) }), (0...900_000).contains(value) else { return usage("--size takes 0 to 900000 bytes") }
-                size = value
-            case "--partitions":
-                guard let value = remaining.popFirst().flatMap({ Int32($0) }), (1...256).contains(value) else { return usage("--partitions takes 1 to 256") }
-                partitions = value
-            case "--json":
-                json = true
-            default:
-                return usage("unknown option \(argument)")
-            }
-        }
+        var options = OptionParser(arguments, command: "herald bench kafka", usage: BenchCommand.usage)
+        var brokers = options.string("--brokers")
+        let count = options.int("--messages", in: 1...Int(Int32.max)) ?? 100_000
+        let size = options.int("--size", in: 0...900_000) ?? 100
+        let partitions = Int32(options.int("--partitions", in: 1...256) ?? 4)
+        let json = options.flag("--json")
+        guard options.finish() else { return 64 }
+        if brokers?.isEmpty == true { return usage("--brokers takes HOST:PORT[,…]") }
 
         var cluster: EmbeddedKafkaCluster?
         let topic = "herald-bench-\(UInt32.random(in: 0...UInt32.max))"

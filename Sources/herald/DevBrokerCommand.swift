@@ -6,28 +6,23 @@ import HeraldKafka
 /// runs until SIGTERM or SIGINT. SIGUSR1 takes every broker down (clients lose their connections,
 /// the data is kept) and SIGUSR2 brings them back, for failure tests.
 enum DevBrokerCommand {
+    static let usage = """
+    usage: herald dev-broker [--brokers N] [--topic NAME[:PARTITIONS]]...
+      Runs librdkafka's mock cluster on 127.0.0.1 (SIGUSR1 takes the brokers down, SIGUSR2 brings them back).
+    """
+
     static func run(_ arguments: [String]) -> Int32 {
-        var brokers = 3
+        var options = OptionParser(arguments, command: "herald dev-broker", usage: usage, flags: [])
+        let brokers = options.int("--brokers", in: 1...16) ?? 3
+        let topicTexts = options.strings("--topic")
+        guard options.finish() else { return 64 }
         var topics: [(String, Int32)] = []
-        var remaining = arguments[...]
-        while let argument = remaining.popFirst() {
-            switch argument {
-            case "--brokers":
-                guard let value = remaining.popFirst().flatMap({ Int($0) }), (1...16).contains(value) else {
-                    Console.error("herald dev-broker: --brokers takes a number from 1 to 16")
-                    return 64
-                }
-                brokers = value
-            case "--topic":
-                guard let value = remaining.popFirst(), let topic = parseTopic(value) else {
-                    Console.error("herald dev-broker: --topic takes NAME or NAME:PARTITIONS")
-                    return 64
-                }
-                topics.append(topic)
-            default:
-                Console.error("herald dev-broker: unknown option \(argument)\nusage: herald dev-broker [--brokers N] [--topic NAME[:PARTITIONS]]...")
+        for text in topicTexts {
+            guard let topic = parseTopic(text) else {
+                Console.error("herald dev-broker: --topic takes NAME or NAME:PARTITIONS, not \(text)\n\(usage)")
                 return 64
             }
+            topics.append(topic)
         }
         // Block the stop signals before librdkafka starts its threads, so they all inherit the
         // mask and this thread alone receives them in sigwait.

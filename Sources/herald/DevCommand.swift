@@ -33,47 +33,20 @@ enum DevCommand {
     }
 
     static func parse(_ arguments: [String]) -> Options? {
+        var parser = OptionParser(arguments, command: "herald dev", usage: usage, flags: ["--demo", "--exit"])
         var options = Options()
-        var remaining = arguments[...]
-        while let argument = remaining.popFirst() {
-            switch argument {
-            case "--demo": options.demo = true
-            case "--exit": options.exitWhenDone = true
-            case "--devices", "--workers", "--timeout":
-                guard let value = remaining.popFirst().flatMap({ Int($0) }) else {
-                    Console.error("herald dev: \(argument) takes a whole number\n\(usage)")
-                    return nil
-                }
-                switch argument {
-                case "--devices":
-                    guard (0...5_000_000).contains(value) else { Console.error("herald dev: --devices from 0 to 5000000"); return nil }
-                    options.devices = value
-                case "--workers":
-                    guard (1...32).contains(value) else { Console.error("herald dev: --workers from 1 to 32"); return nil }
-                    options.workers = value
-                default:
-                    guard value >= 1 else { Console.error("herald dev: --timeout must be at least 1"); return nil }
-                    options.timeoutSeconds = value
-                }
-            case "--ios-share", "--unregistered-share":
-                guard let value = remaining.popFirst().flatMap({ Double($0) }), (0...1).contains(value) else {
-                    Console.error("herald dev: \(argument) takes a number from 0 to 1")
-                    return nil
-                }
-                if argument == "--ios-share" { options.iosShare = value } else { options.unregisteredShare = value }
-            case "--log-dir":
-                guard let value = remaining.popFirst(), !value.isEmpty else {
-                    Console.error("herald dev: --log-dir takes a directory")
-                    return nil
-                }
-                options.logDirectory = value
-            case "--help", "-h":
-                print(usage)
-                return nil
-            default:
-                Console.error("herald dev: unknown option \(argument)\n\(usage)")
-                return nil
-            }
+        options.demo = parser.flag("--demo")
+        options.exitWhenDone = parser.flag("--exit")
+        options.devices = parser.int("--devices", in: 0...5_000_000) ?? options.devices
+        options.workers = parser.int("--workers", in: 1...32) ?? options.workers
+        options.timeoutSeconds = parser.int("--timeout", in: 1...Int(Int32.max)) ?? options.timeoutSeconds
+        options.iosShare = parser.double("--ios-share", in: 0...1) ?? options.iosShare
+        options.unregisteredShare = parser.double("--unregistered-share", in: 0...1) ?? options.unregisteredShare
+        options.logDirectory = parser.string("--log-dir")
+        guard parser.finish() else { return nil }
+        if options.logDirectory?.isEmpty == true {
+            Console.error("herald dev: --log-dir takes a directory")
+            return nil
         }
         if options.exitWhenDone && !options.demo {
             Console.error("herald dev: --exit only makes sense with --demo")

@@ -13,10 +13,8 @@ enum Help {
             return "usage: herald validate-job [FILE|-]\n  Validates a herald.job.v1 document (exit 0 valid, 65 invalid; reasons on stderr)."
         case "validate":
             return "usage: herald validate [FILE|-]\n  Validates any Herald message by its \"schema\" member (exit 0 valid, 65 invalid)."
-        case "migrate":
-            return "usage: herald migrate [--database-url URL] [--json]  (or HERALD_DATABASE_URL)\n  Applies the embedded migrations under an advisory lock; --json prints one object: applied, already_applied, unknown_versions, milliseconds, database."
-        case "dev-broker":
-            return "usage: herald dev-broker [--brokers N] [--topic NAME[:PARTITIONS]]...\n  Runs librdkafka's mock cluster on 127.0.0.1 (SIGUSR1 takes the brokers down, SIGUSR2 brings them back)."
+        case "migrate": return MigrateCommand.usage
+        case "dev-broker": return DevBrokerCommand.usage
         case "dev": return DevCommand.usage
         case "run": return RunCommand.usage
         case "sim": return SimCommand.usage

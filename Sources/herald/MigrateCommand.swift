@@ -5,25 +5,17 @@ import HeraldPostgres
 /// `herald migrate [--database-url URL]`: applies Herald's migrations (safe to run from many
 /// processes at once; re-running is a no-op).
 enum MigrateCommand {
+    static let usage = """
+    usage: herald migrate [--database-url URL] [--json]  (or HERALD_DATABASE_URL)
+      Applies the embedded migrations under an advisory lock; --json prints one object: applied,
+      already_applied, unknown_versions, milliseconds, database.
+    """
+
     static func run(_ arguments: [String]) async -> Int32 {
-        var url = ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"]
-        var json = false
-        var remaining = arguments[...]
-        while let argument = remaining.popFirst() {
-            switch argument {
-            case "--json":
-                json = true
-            case "--database-url":
-                guard let value = remaining.popFirst() else {
-                    Console.error("herald migrate: --database-url takes a URL")
-                    return 64
-                }
-                url = value
-            default:
-                Console.error("herald migrate: unknown option \(argument)\nusage: herald migrate [--database-url URL] [--json]  (or HERALD_DATABASE_URL)")
-                return 64
-            }
-        }
+        var options = OptionParser(arguments, command: "herald migrate", usage: usage)
+        let json = options.flag("--json")
+        let url = options.string("--database-url") ?? ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"]
+        guard options.finish() else { return 64 }
         guard let url, !url.isEmpty else {
             Console.error("herald migrate: no database: set HERALD_DATABASE_URL or pass --database-url postgresql://USER@HOST:PORT/DB")
             return 78

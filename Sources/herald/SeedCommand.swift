@@ -16,46 +16,21 @@ enum SeedCommand {
         """
 
     static func run(_ arguments: [String]) async -> Int32 {
-        var url = ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"]
-        var app: String?
-        var name: String?
-        var devices: Int?
-        var directory: String?
+        var parser = OptionParser(arguments, command: "herald seed", usage: usage, flags: [])
+        let url = parser.string("--database-url") ?? ProcessInfo.processInfo.environment["HERALD_DATABASE_URL"]
+        let app = parser.string("--app")
+        let name = parser.string("--name")
+        let devices = parser.int("--devices", in: 0...100_000_000)
+        let directory = parser.string("--credentials-from")
         var shares: [String: Double] = [:]
-        var seed: UInt64 = 1
-        var remaining = arguments[...]
-        while let argument = remaining.popFirst() {
-            guard let value = remaining.popFirst() else {
-                Console.error("herald seed: \(argument) needs a value\n\(usage)")
-                return 64
-            }
-            switch argument {
-            case "--database-url": url = value
-            case "--app": app = value
-            case "--name": name = value
-            case "--devices":
-                guard let number = Int(value), number >= 0, number <= 100_000_000 else {
-                    Console.error("herald seed: --devices must be a whole number from 0 to 100000000")
-                    return 64
-                }
-                devices = number
-            case "--credentials-from": directory = value
-            case "--ios-share", "--ios-fcm-share", "--sdk-share", "--opted-out-share":
-                guard let share = Double(value), (0...1).contains(share) else {
-                    Console.error("herald seed: \(argument) must be a number from 0 to 1")
-                    return 64
-                }
-                shares[argument] = share
-            case "--seed":
-                guard let number = UInt64(value) else {
-                    Console.error("herald seed: --seed must be a non-negative whole number")
-                    return 64
-                }
-                seed = number
-            default:
-                Console.error("herald seed: unknown option \(argument)\n\(usage)")
-                return 64
-            }
+        for share in ["--ios-share", "--ios-fcm-share", "--sdk-share", "--opted-out-share"] {
+            if let value = parser.double(share, in: 0...1) { shares[share] = value }
+        }
+        let seedText = parser.string("--seed")
+        guard parser.finish() else { return 64 }
+        guard let seed = seedText.map({ UInt64($0) }) ?? 1 else {
+            Console.error("herald seed: --seed must be a non-negative whole number")
+            return 64
         }
         guard let app, let directory else {
             Console.error("herald seed: --app and --credentials-from are required\n\(usage)")
