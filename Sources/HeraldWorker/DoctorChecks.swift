@@ -23,6 +23,34 @@ public enum Doctor {
     /// scheduled releases and expiries compare the two (docs/operations.md).
     public static let maximumSkewSeconds = 2.0
 
+    /// The most clock difference tolerated between this host and a provider's `date` header.
+    /// The header has whole seconds and the request takes its round trip, so a tighter bound
+    /// would flag healthy hosts; 30 s is far inside what the providers' token checks accept
+    /// (an APNs provider token expires an hour after its `iat`; Google refuses assertions "not in
+    /// a reasonable timeframe"), yet a clock that far off already misplaces quiet hours and
+    /// scheduled sends by half a minute.
+    public static let maximumProviderSkewSeconds: Int64 = 30
+
+    /// What a provider's answer says of the clocks: `date` is its `date` header in seconds (nil
+    /// when it sent none), `sent`/`received` this host's clock around the request.
+    public static func providerClock(_ name: String, origin: String, sent: Double, received: Double, date: Int64?) -> Check {
+        let milliseconds = Int((received - sent) * 1000)
+        guard let date else {
+            return Check(name: name, ok: true, detail: "\(origin) answers (\(milliseconds) ms) but sends no date header: clock not compared")
+        }
+        // The header truncates to the second: the provider's clock was in [date, date + 1) while
+        // it answered, some time between sent and received.
+        let ahead = sent - Double(date + 1)
+        let behind = Double(date) - received
+        let skew = max(ahead, behind, 0)
+        guard skew <= Double(maximumProviderSkewSeconds) else {
+            let direction = ahead > 0 ? "ahead of" : "behind"
+            return Check(name: name, ok: false, detail: String(format: "this host's clock is %.0f s %@ %@'s (over %d s): fix NTP; provider tokens and schedules depend on it",
+                                                               skew, direction, origin, Int(maximumProviderSkewSeconds)))
+        }
+        return Check(name: name, ok: true, detail: "\(origin) answers (\(milliseconds) ms), clocks agree within \(maximumProviderSkewSeconds) s")
+    }
+
     public static func migrations(applied: Int, embedded: Int) -> Check {
         if applied == embedded { return Check(name: "migrations", ok: true, detail: "at \(applied), as this binary expects") }
         if applied < embedded {

@@ -203,6 +203,9 @@ final class DevEnvironment: @unchecked Sendable {
                   herald send --app demo --all --title Hello --body World
                   herald tail results
                   export HERALD_CREDENTIALS_KEY=$(cat \(keyFile.path))   # for herald seed / herald apps
+                  # for herald doctor and herald send --token, which reach the simulators as a worker does:
+                  export HERALD_APNS_ENDPOINT=https://127.0.0.1:\(simulator.apnsPort) HERALD_FCM_ENDPOINT=https://127.0.0.1:\(simulator.fcmPort)
+                  export HERALD_TLS_CA_FILE=\(directory.path)/sim/ca.pem HERALD_FCM_TOKEN_HOSTS=127.0.0.1
                 Simulators: APNs https://127.0.0.1:\(simulator.apnsPort), FCM https://127.0.0.1:\(simulator.fcmPort) (CA \(directory.path)/sim/ca.pem)
                 Worker logs: \(logs.path)/worker-*.log. Ctrl-C stops everything.
 

@@ -15,4 +15,19 @@ import Testing
         #expect(!broken.ok && broken.detail.contains("b (apns)"))
         #expect(Doctor.Check(name: "x", ok: false, detail: "y").line == "FAIL x: y")
     }
+
+    /// The `date` header has whole seconds: a provider clock equal to this host's, read over a
+    /// slow round trip, is never flagged; one 31 s off is, in either direction, with the direction named.
+    @Test func providerClocksFromTheDateHeader() {
+        let sent = 1_800_000_000.9, received = 1_800_000_001.6
+        #expect(Doctor.providerClock("apns", origin: "https://a", sent: sent, received: received, date: 1_800_000_001).ok)
+        #expect(Doctor.providerClock("apns", origin: "https://a", sent: sent, received: received, date: 1_800_000_000).ok)
+        #expect(Doctor.providerClock("apns", origin: "https://a", sent: sent, received: received, date: 1_800_000_031).ok)
+        let behind = Doctor.providerClock("fcm", origin: "https://f", sent: sent, received: received, date: 1_800_000_033)
+        #expect(!behind.ok && behind.detail.contains("behind https://f") && behind.detail.contains("fix NTP"), "\(behind.detail)")
+        let ahead = Doctor.providerClock("fcm", origin: "https://f", sent: sent, received: received, date: 1_799_999_960)
+        #expect(!ahead.ok && ahead.detail.contains("ahead of"), "\(ahead.detail)")
+        let silent = Doctor.providerClock("apns", origin: "https://a", sent: sent, received: received, date: nil)
+        #expect(silent.ok && silent.detail.contains("no date header"))
+    }
 }

@@ -9,22 +9,35 @@ import Testing
                    && TestEnvironment.shouldRun(needing: TestEnvironment.kafkaVariable)))
     func passesAgainstARunningSetupAndNamesTheFailingCheck() async throws {
         try await withFixture("doctor") { fixture in
-            _ = try fixture.startSimulator()
+            let simulator = try fixture.startSimulator()
             _ = try await fixture.seed(app: "e2e", devices: 0)
             await fixture.producer.prepare(topics: Array(fixture.topics.values))
-            let good = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["doctor"], environment: fixture.baseEnvironment, timeout: 60)
+            var environment = fixture.baseEnvironment
+            environment["HERALD_APNS_ENDPOINT"] = "https://127.0.0.1:\(simulator.apnsPort)"
+            environment["HERALD_FCM_ENDPOINT"] = "https://127.0.0.1:\(simulator.fcmPort)"
+            environment["HERALD_TLS_CA_FILE"] = simulator.stateDirectory.appendingPathComponent("ca.pem").path
+            let good = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["doctor"], environment: environment, timeout: 60)
             #expect(good.status == 0, "\(good.stdout)\n\(good.stderr)")
-            for name in ["postgres", "clock", "migrations", "credentials", "kafka", "topics"] {
+            for name in ["postgres", "clock", "migrations", "credentials", "kafka", "topics", "apns", "fcm"] {
                 #expect(good.stdout.contains("ok   \(name):"), "\(name): \(good.stdout)")
             }
-            var down = fixture.baseEnvironment
+            #expect(good.stdout.contains("clocks agree"), "the simulators send a date header: \(good.stdout)")
+            // A provider out of reach is named; --skip-providers leaves both out.
+            var unreachable = environment
+            unreachable["HERALD_APNS_ENDPOINT"] = "https://127.0.0.1:1"
+            let noAPNs = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["doctor"], environment: unreachable, timeout: 60)
+            #expect(noAPNs.status == 1 && noAPNs.stdout.contains("FAIL apns: cannot reach https://127.0.0.1:1") && noAPNs.stdout.contains("ok   fcm:"),
+                    "\(noAPNs.stdout)")
+            let skipped = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["doctor", "--skip-providers"], environment: unreachable, timeout: 60)
+            #expect(skipped.status == 0 && !skipped.stdout.contains("apns:"), "\(skipped.stdout)")
+            var down = environment
             down["HERALD_DATABASE_URL"] = "postgresql://herald@127.0.0.1:1/none?connect_timeout=2"
             let bad = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["doctor"], environment: down, timeout: 60)
             #expect(bad.status == 1, "\(bad.stdout)\n\(bad.stderr)")
             #expect(bad.stdout.contains("FAIL postgres:"), "\(bad.stdout)")
             #expect(bad.stdout.contains("ok   kafka:"), "the other checks still run: \(bad.stdout)")
             // A topic missing is named (these names were never created).
-            var renamed = fixture.baseEnvironment
+            var renamed = environment
             renamed["HERALD_TOPIC_METRICS"] = "doctor-missing-\(UUID().uuidString.prefix(8))"
             let missing = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["doctor"], environment: renamed, timeout: 60)
             #expect(missing.status == 1 && missing.stdout.contains("FAIL topics: missing: doctor-missing-"), "\(missing.stdout)")
