@@ -40,4 +40,9 @@ static inline int herald_ssl_error_zero_return(void) { return SSL_ERROR_ZERO_RET
 /* AES-256-GCM control codes (macros aliasing other macros). */
 static inline int herald_evp_ctrl_gcm_get_tag(void) { return EVP_CTRL_GCM_GET_TAG; }
 static inline int herald_evp_ctrl_gcm_set_tag(void) { return EVP_CTRL_GCM_SET_TAG; }
+/* A certificate's subjectAltName entries (the sk_GENERAL_NAME_* macros). */
+static inline int herald_general_names_count(const GENERAL_NAMES *names) { return sk_GENERAL_NAME_num(names); }
+static inline const GENERAL_NAME *herald_general_names_value(const GENERAL_NAMES *names, int index) {
+    return sk_GENERAL_NAME_value(names, index);
+}
 #endif

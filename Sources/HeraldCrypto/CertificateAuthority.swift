@@ -1,30 +1,60 @@
 internal import COpenSSL
 
 /// A throwaway certificate authority and one server certificate it signed, as PEM text: what
-/// `herald sim` writes so clients can trust it (`ca.pem`) while it serves TLS on loopback.
+/// `herald sim` writes so clients can trust it (`ca.pem`) while it serves TLS. The CA's key is
+/// kept too, so that a server certificate for other names can be signed later without changing
+/// what clients trust.
 public struct CertificateAuthority: Sendable {
     /// The CA certificate (trust this).
     public let caCertificatePEM: String
-    /// The server certificate, for `subjectAltNames`.
+    /// The CA's private key (PKCS#8), for ``reissue(caCertificatePEM:caKeyPEM:serverNames:days:)``.
+    public let caKeyPEM: String
+    /// The server certificate, for its ``CertificateNames``.
     public let serverCertificatePEM: String
     /// The server certificate's private key (PKCS#8).
     public let serverKeyPEM: String
 
-    /// Generates a CA valid for `days` and a server certificate for `dnsNames` and `ipAddresses`.
-    public static func generate(commonName: String = "Herald simulator CA", dnsNames: [String] = ["localhost"],
-                                ipAddresses: [String] = ["127.0.0.1"], days: Int = 3650) throws(CryptoError) -> CertificateAuthority {
+    /// Generates a CA valid for `days` and a server certificate for `serverNames`.
+    public static func generate(commonName: String = "Herald simulator CA", serverNames: CertificateNames = .loopback,
+                                days: Int = 3650) throws(CryptoError) -> CertificateAuthority {
         let caKey = try PrivateKey.generate(.ecP256)
-        let serverKey = try PrivateKey.generate(.ecP256)
         let ca = try makeCertificate(subject: commonName, key: caKey, issuer: nil, issuerKey: caKey, serial: 1, days: days,
                                      extensions: [(NID_basic_constraints, "critical,CA:TRUE"), (NID_key_usage, "critical,keyCertSign,cRLSign")])
         defer { X509_free(ca) }
-        let altNames = (dnsNames.map { "DNS:\($0)" } + ipAddresses.map { "IP:\($0)" }).joined(separator: ",")
-        let server = try makeCertificate(subject: dnsNames.first ?? ipAddresses.first ?? "server", key: serverKey, issuer: ca, issuerKey: caKey,
-                                         serial: 2, days: days,
-                                         extensions: [(NID_basic_constraints, "critical,CA:FALSE"), (NID_subject_alt_name, altNames),
+        return try signServer(names: serverNames, ca: ca, caKey: caKey, days: days)
+    }
+
+    /// A new server certificate and key for `serverNames`, signed by an existing CA, which
+    /// stays as it is: clients that trust `caCertificatePEM` accept the new certificate.
+    public static func reissue(caCertificatePEM: String, caKeyPEM: String, serverNames: CertificateNames,
+                               days: Int = 3650) throws(CryptoError) -> CertificateAuthority {
+        let caKey = try PrivateKey(pem: caKeyPEM)
+        let bio = try MemoryBIO(Array(caCertificatePEM.utf8))
+        guard let ca = PEM_read_bio_X509(bio.pointer, nil, nil, nil) else {
+            _ = drainOpenSSLErrors()
+            throw CryptoError(.certificate, "the CA certificate is not a PEM certificate")
+        }
+        defer { X509_free(ca) }
+        guard X509_check_private_key(ca, caKey.pointer) == 1 else {
+            _ = drainOpenSSLErrors()
+            throw CryptoError(.certificate, "the CA key does not belong to the CA certificate")
+        }
+        return try signServer(names: serverNames, ca: ca, caKey: caKey, days: days)
+    }
+
+    private static func signServer(names: CertificateNames, ca: OpaquePointer, caKey: PrivateKey,
+                                   days: Int) throws(CryptoError) -> CertificateAuthority {
+        guard !names.isEmpty else { throw CryptoError(.certificate, "a server certificate needs at least one name") }
+        let serverKey = try PrivateKey.generate(.ecP256)
+        // A random serial: certificates the same CA signs for other names must not share one
+        // (some clients refuse a second certificate with a known issuer and serial).
+        let server = try makeCertificate(subject: names.dnsNames.sorted().first ?? names.ipAddresses.sorted().first ?? "server",
+                                         key: serverKey, issuer: ca, issuerKey: caKey, serial: Int.random(in: 2...Int.max), days: days,
+                                         extensions: [(NID_basic_constraints, "critical,CA:FALSE"), (NID_subject_alt_name, names.subjectAltName),
                                                       (NID_ext_key_usage, "serverAuth"), (NID_key_usage, "critical,digitalSignature")])
         defer { X509_free(server) }
-        return CertificateAuthority(caCertificatePEM: try pem(ca), serverCertificatePEM: try pem(server), serverKeyPEM: try serverKey.pkcs8PEM())
+        return CertificateAuthority(caCertificatePEM: try pem(ca), caKeyPEM: try caKey.pkcs8PEM(), serverCertificatePEM: try pem(server),
+                                    serverKeyPEM: try serverKey.pkcs8PEM())
     }
 
     private static func pem(_ certificate: OpaquePointer) throws(CryptoError) -> String {
