@@ -1,11 +1,11 @@
 public import Foundation
 import Glibc
 public import HeraldCore
-import HeraldCrypto
+public import HeraldCrypto
 public import HeraldHTTP2
 import Synchronization
 
-/// `herald sim`: the APNs and FCM simulators on 127.0.0.1 over TLS HTTP/2, with their state
+/// `herald sim`: the APNs and FCM simulators over TLS HTTP/2 (on 127.0.0.1 unless told), with their state
 /// directory, shared fault injection and `GET /_sim/stats` (`?tokens=1` adds per-token counts;
 /// `POST /_sim/reset` clears them) on both ports.
 public final class Simulator: Sendable {
@@ -13,6 +13,13 @@ public final class Simulator: Sendable {
     public struct Configuration: Sendable {
         public var apnsPort = 0
         public var fcmPort = 0
+        /// The IPv4 address both servers bind; `0.0.0.0` for every interface (other containers).
+        public var listenAddress = "127.0.0.1"
+        /// The host clients reach the simulator by: the service account's `token_uri` names it,
+        /// and the server certificate does (a DNS name or an IPv4 address).
+        public var publicHost = "127.0.0.1"
+        /// More names for the server certificate, besides 127.0.0.1, localhost and `publicHost`.
+        public var certificateNames = CertificateNames()
         public var stateDirectory: URL
         /// Streams per connection once a valid APNs token was seen.
         public var maxConcurrentStreams: UInt32 = 1000
@@ -54,15 +61,21 @@ public final class Simulator: Sendable {
 
     /// Prepares the state directory and starts both servers.
     public init(configuration: Configuration) throws {
+        var listenAddress = in_addr()
+        guard inet_pton(AF_INET, configuration.listenAddress, &listenAddress) == 1 else {
+            throw SimulatorCredentials.Failure(message: "the listen address must be an IPv4 address, not \(configuration.listenAddress.debugDescription)")
+        }
         group = try EventLoopGroup(count: max(1, configuration.threads))
         // Bind first when a port is 0, so the service account can name the FCM port it got.
-        var fcmServerConfiguration = HTTP2Server.Configuration(port: configuration.fcmPort)
+        let host = configuration.listenAddress
+        var fcmServerConfiguration = HTTP2Server.Configuration(host: host, port: configuration.fcmPort)
         fcmServerConfiguration.maxConcurrentStreams = configuration.maxConcurrentStreams
-        var apnsServerConfiguration = HTTP2Server.Configuration(port: configuration.apnsPort)
+        var apnsServerConfiguration = HTTP2Server.Configuration(host: host, port: configuration.apnsPort)
         apnsServerConfiguration.maxConcurrentStreams = configuration.maxConcurrentStreams
-        let fcmPort = configuration.fcmPort != 0 ? configuration.fcmPort : try FreePort.find()
+        let fcmPort = configuration.fcmPort != 0 ? configuration.fcmPort : try FreePort.find(on: listenAddress)
         fcmServerConfiguration.port = fcmPort
-        credentials = try SimulatorCredentials.prepare(directory: configuration.stateDirectory, fcmPort: fcmPort)
+        credentials = try SimulatorCredentials.prepare(directory: configuration.stateDirectory, fcmPort: fcmPort,
+                                                       publicHost: configuration.publicHost, certificateNames: configuration.certificateNames)
         let tls = try TLSContext(serverCertificatePEM: credentials.serverCertificatePEM, keyPEM: credentials.serverKeyPEM)
         let faults = SimulatorFaultSwitch(configuration.faults)
         self.faults = faults
@@ -180,13 +193,13 @@ extension HTTP2ServerConnection {
 
 /// A TCP port nobody listens on now (bind to port 0, read it, close).
 enum FreePort {
-    static func find() throws -> Int {
+    static func find(on host: in_addr) throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw SimulatorCredentials.Failure(message: "socket failed") }
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_addr = host
         address.sin_port = 0
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) { pointer in

@@ -2,11 +2,12 @@ public import Foundation
 public import HeraldCrypto
 
 /// The files a simulator's state directory holds, so that any client can trust it and
-/// authenticate to it: `ca.pem`, `server.pem` + `server-key.pem` (its TLS identity, for
-/// 127.0.0.1 and localhost), `apns-key.p8` + `apns.json` (`key_id`, `team_id`, `bundle_id`) and
-/// `fcm-service-account.json` (whose `token_uri` points at the simulator). Existing files are
-/// kept, so a restarted simulator is trusted by clients that already read them; any tool that
-/// writes the same files (another simulator, a real app's credentials) is interchangeable.
+/// authenticate to it: `ca.pem` + `ca-key.pem` (the CA clients trust), `server.pem` +
+/// `server-key.pem` (its TLS identity, for 127.0.0.1, localhost and the names asked for),
+/// `apns-key.p8` + `apns.json` (`key_id`, `team_id`, `bundle_id`) and `fcm-service-account.json`
+/// (whose `token_uri` points at the simulator). Existing files are kept, so a restarted simulator
+/// is trusted by clients that already read them; any tool that writes the same files (another
+/// simulator, a real app's credentials) is interchangeable.
 public struct SimulatorCredentials: Sendable {
     public let directory: URL
     public let caCertificatePEM: String
@@ -22,6 +23,30 @@ public struct SimulatorCredentials: Sendable {
     public let fcmProjectID: String
     public let fcmClientEmail: String
     public let fcmTokenURI: String
+    /// What ``prepare(directory:fcmPort:publicHost:certificateNames:)`` did to the TLS files.
+    public let certificateUpdate: CertificateUpdate
+
+    /// What became of the CA and the server certificate when the state directory was prepared.
+    public enum CertificateUpdate: Sendable, Equatable {
+        /// Both were there, and the server certificate names everything asked for.
+        case kept
+        /// There were none: a new CA and server certificate.
+        case created
+        /// The server certificate lacked a name: a new one signed by the same CA, so clients
+        /// that trust `ca.pem` accept it.
+        case serverCertificateReissued(added: CertificateNames)
+        /// The server certificate lacked a name and the directory has no `ca-key.pem` (older
+        /// simulators did not keep it): a new CA too. Clients must read `ca.pem` again.
+        case authorityReplaced(added: CertificateNames)
+
+        /// Whether `ca.pem` is new, so clients that loaded the old one no longer trust the simulator.
+        public var changesAuthority: Bool {
+            switch self {
+            case .kept, .serverCertificateReissued: false
+            case .created, .authorityReplaced: true
+            }
+        }
+    }
 
     /// Why a state directory could not be read or written.
     public struct Failure: Error, Sendable, CustomStringConvertible {
@@ -29,9 +54,18 @@ public struct SimulatorCredentials: Sendable {
         public var description: String { message }
     }
 
-    /// Loads `directory`, creating whatever is missing. `fcmPort` decides the service account's
-    /// `token_uri`; an existing file with another port is rewritten with the same key.
-    public static func prepare(directory: URL, fcmPort: Int) throws(Failure) -> SimulatorCredentials {
+    /// Loads `directory`, creating whatever is missing. `publicHost` (a DNS name or IPv4
+    /// address) and `fcmPort` decide the service account's `token_uri`; an existing file with
+    /// another host or port is rewritten with the same key. The server certificate names
+    /// 127.0.0.1, localhost, `publicHost` and `certificateNames`; one that lacks any of them is
+    /// signed again by the same CA when `ca-key.pem` is there (see ``CertificateUpdate``).
+    public static func prepare(directory: URL, fcmPort: Int, publicHost: String = "127.0.0.1",
+                               certificateNames: CertificateNames = CertificateNames()) throws(Failure) -> SimulatorCredentials {
+        // Not IPv6: it would need brackets in the URL, and HERALD_FCM_TOKEN_HOSTS matches hosts as written.
+        guard !publicHost.contains(":"), let publicName = try? CertificateNames([publicHost]) else {
+            throw Failure(message: "the public host must be a DNS name or an IPv4 address, not \(publicHost.debugDescription)")
+        }
+        let serverNames = CertificateNames.loopback.union(certificateNames).union(publicName)
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let file = { (name: String) in directory.appendingPathComponent(name) }
@@ -44,12 +78,37 @@ public struct SimulatorCredentials: Sendable {
             var ca = read("ca.pem")
             var serverCertificate = read("server.pem")
             var serverKey = read("server-key.pem")
+            var certificateUpdate = CertificateUpdate.kept
+            var authority: CertificateAuthority?
             if ca == nil || serverCertificate == nil || serverKey == nil {
-                let authority = try CertificateAuthority.generate()
-                (ca, serverCertificate, serverKey) = (authority.caCertificatePEM, authority.serverCertificatePEM, authority.serverKeyPEM)
-                try write("ca.pem", authority.caCertificatePEM)
-                try write("server.pem", authority.serverCertificatePEM)
+                certificateUpdate = .created
+                authority = try CertificateAuthority.generate(serverNames: serverNames)
+            } else {
+                // A certificate that cannot be read names nothing, and is replaced.
+                let stored = serverCertificate.flatMap { try? CertificateNames(certificatePEM: $0) } ?? CertificateNames()
+                if !stored.contains(serverNames) {
+                    let added = serverNames.subtracting(stored)
+                    if let ca, let caKey = read("ca-key.pem"),
+                       let reissued = try? CertificateAuthority.reissue(caCertificatePEM: ca, caKeyPEM: caKey, serverNames: serverNames) {
+                        certificateUpdate = .serverCertificateReissued(added: added)
+                        authority = reissued
+                    } else {
+                        certificateUpdate = .authorityReplaced(added: added)
+                        authority = try CertificateAuthority.generate(serverNames: serverNames)
+                    }
+                }
+            }
+            if let authority {
+                // Otherwise ca.pem stays byte for byte what clients loaded.
+                if certificateUpdate.changesAuthority {
+                    // The key first: a CA certificate without its key could never sign again.
+                    try write("ca-key.pem", authority.caKeyPEM, secret: true)
+                    try write("ca.pem", authority.caCertificatePEM)
+                    ca = authority.caCertificatePEM
+                }
                 try write("server-key.pem", authority.serverKeyPEM, secret: true)
+                try write("server.pem", authority.serverCertificatePEM)
+                (serverCertificate, serverKey) = (authority.serverCertificatePEM, authority.serverKeyPEM)
             }
 
             let apnsKey: PrivateKey
@@ -65,7 +124,7 @@ public struct SimulatorCredentials: Sendable {
                 try write("apns.json", String(decoding: try JSONSerialization.data(withJSONObject: apnsInfo, options: [.sortedKeys, .prettyPrinted]), as: UTF8.self) + "\n")
             }
 
-            let tokenURI = "https://127.0.0.1:\(fcmPort)/token"
+            let tokenURI = "https://\(publicHost):\(fcmPort)/token"
             var account = (try? JSONSerialization.jsonObject(with: Data(contentsOf: file("fcm-service-account.json")))) as? [String: Any] ?? [:]
             let fcmKey: PrivateKey
             if let pem = account["private_key"] as? String, let key = try? PrivateKey(pem: pem) {
@@ -90,7 +149,8 @@ public struct SimulatorCredentials: Sendable {
             else { throw Failure(message: "the state directory \(directory.path) holds incomplete credentials") }
             return SimulatorCredentials(directory: directory, caCertificatePEM: ca, serverCertificatePEM: serverCertificate, serverKeyPEM: serverKey,
                                         apnsKey: apnsKey, apnsKeyID: keyID, teamID: teamID, bundleID: bundleID, fcmKey: fcmKey,
-                                        fcmProjectID: projectID, fcmClientEmail: clientEmail, fcmTokenURI: tokenURI)
+                                        fcmProjectID: projectID, fcmClientEmail: clientEmail, fcmTokenURI: tokenURI,
+                                        certificateUpdate: certificateUpdate)
         } catch let failure as Failure {
             throw failure
         } catch {

@@ -66,6 +66,30 @@ struct OptionParser {
         return value
     }
 
+    /// A value of a command's own kind: `parse` returns nil for text that is not `expected`
+    /// (which the error message names, e.g. "an IPv4 address").
+    mutating func value<Value>(_ name: String, expected: String, _ parse: (String) -> Value?) -> Value? {
+        guard let text = string(name) else { return nil }
+        guard let value = parse(text) else {
+            problems.append("\(name) takes \(expected), not \(text)")
+            return nil
+        }
+        return value
+    }
+
+    /// Every value of a repeatable option, as ``value(_:expected:_:)`` parses one.
+    mutating func values<Value>(_ name: String, expected: String, _ parse: (String) -> Value?) -> [Value] {
+        var parsed: [Value] = []
+        for text in strings(name) {
+            if let value = parse(text) {
+                parsed.append(value)
+            } else {
+                problems.append("\(name) takes \(expected), not \(text)")
+            }
+        }
+        return parsed
+    }
+
     /// Reports unknown options and bad values; false when there were any.
     mutating func finish() -> Bool {
         for name in values.keys.sorted() where !consumed.contains(name) { problems.append("unknown option \(name)") }

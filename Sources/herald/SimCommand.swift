@@ -1,14 +1,21 @@
 import Foundation
+import HeraldCrypto
 import HeraldSim
 
 /// `herald sim …` and `herald sim token --state-dir DIR`.
 enum SimCommand {
     static let usage = """
-    usage: herald sim --state-dir DIR [--apns-port P] [--fcm-port Q] [--max-streams N] [--streams-before-token N] [--threads T]
-                      [--unregistered-share X] [--rate-429 X] [--rate-5xx X] [--retry-after S]
-                      [--goaway-every N] [--reset-every N] [--latency-ms MS] [--stall-rate X]
-                      [--stall-every S --stall-seconds D] [--refuse-connections-for S] [--fcm-token-ttl S] [--log N] [--team-bundle-id ID ...]
+    usage: herald sim --state-dir DIR [--apns-port P] [--fcm-port Q] [--listen ADDRESS] [--public-host HOST] [--cert-name NAME ...]
+                      [--max-streams N] [--streams-before-token N] [--threads T] [--fcm-token-ttl S] [--log N] [--team-bundle-id ID ...]
+                      [--unregistered-share X] [--rate-429 X] [--rate-5xx X] [--retry-after S] [--goaway-every N] [--reset-every N]
+                      [--latency-ms MS] [--stall-rate X] [--stall-every S --stall-seconds D] [--refuse-connections-for S]
            herald sim token --state-dir DIR
+      --listen ADDRESS: the IPv4 address to listen on (default 127.0.0.1; 0.0.0.0 for every interface).
+      --public-host HOST: the DNS name or IPv4 address clients reach it by (default 127.0.0.1): the
+      token_uri of fcm-service-account.json names it, and so does the server certificate.
+      --cert-name NAME: another DNS name or IP address for the server certificate (repeatable), which
+      always names 127.0.0.1, localhost and the public host. A certificate in DIR that lacks a name is
+      signed again by the CA in DIR (ca.pem is kept; it is replaced only when DIR has no ca-key.pem).
       --stall-every S --stall-seconds D: every S seconds both simulators stop answering for D seconds
       (requests that arrive meanwhile are answered when the stall ends).
       --team-bundle-id: another bundle id of the APNs key's team (repeatable); the simulated devices
@@ -25,6 +32,17 @@ enum SimCommand {
         var configuration = Simulator.Configuration(stateDirectory: URL(fileURLWithPath: stateDir))
         configuration.apnsPort = options.int("--apns-port", in: 0...65535) ?? 0
         configuration.fcmPort = options.int("--fcm-port", in: 0...65535) ?? 0
+        configuration.listenAddress = options.value("--listen", expected: "an IPv4 address such as 127.0.0.1 or 0.0.0.0") {
+            var address = in_addr()
+            return inet_pton(AF_INET, $0, &address) == 1 ? $0 : nil
+        } ?? configuration.listenAddress
+        // Not IPv6 for the public host: a URL would need brackets around it.
+        configuration.publicHost = options.value("--public-host", expected: "a DNS name or an IPv4 address") {
+            !$0.contains(":") && (try? CertificateNames([$0])) != nil ? $0 : nil
+        } ?? configuration.publicHost
+        configuration.certificateNames = options.values("--cert-name", expected: "a DNS name or an IP address") {
+            try? CertificateNames([$0])
+        }.reduce(CertificateNames()) { $0.union($1) }
         configuration.maxConcurrentStreams = UInt32(options.int("--max-streams", in: 1...100_000) ?? 1000)
         configuration.threads = options.int("--threads", in: 1...64) ?? 1
         configuration.streamsBeforeToken = UInt32(options.int("--streams-before-token", in: 1...100_000) ?? 1)
@@ -52,6 +70,15 @@ enum SimCommand {
             Console.error("herald sim: \(error)")
             return 69
         }
+        switch simulator.credentials.certificateUpdate {
+        case .kept, .created:
+            break
+        case .serverCertificateReissued(let added):
+            Console.error("herald sim: server.pem did not name \(added); signed a new one with the same CA (ca.pem unchanged)")
+        case .authorityReplaced(let added):
+            Console.error("herald sim: server.pem did not name \(added) and \(stateDir) has no ca-key.pem to sign a new one: "
+                          + "made a new CA; clients must load ca.pem again")
+        }
         let ready = ["apns_port": simulator.apnsPort, "fcm_port": simulator.fcmPort] as [String: Any]
         var line = String(decoding: (try? JSONSerialization.data(withJSONObject: ready, options: [.sortedKeys])) ?? Data(), as: UTF8.self)
         line.removeLast()
@@ -75,10 +102,12 @@ enum SimCommand {
             return 66
         }
         do {
-            // The FCM port only matters for the service account file, which exists already.
+            // The service account file exists already: its host and port are passed back, so that
+            // neither it nor the server certificate changes.
             let account = try? JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("fcm-service-account.json"))) as? [String: Any]
-            let port = (account?["token_uri"] as? String).flatMap { URL(string: $0)?.port } ?? 0
-            let credentials = try SimulatorCredentials.prepare(directory: directory, fcmPort: port)
+            let tokenURI = (account?["token_uri"] as? String).flatMap { URL(string: $0) }
+            let credentials = try SimulatorCredentials.prepare(directory: directory, fcmPort: tokenURI?.port ?? 0,
+                                                               publicHost: tokenURI?.host ?? "127.0.0.1")
             print(try credentials.apnsProviderToken())
             return 0
         } catch {

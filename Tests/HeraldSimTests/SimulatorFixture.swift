@@ -11,9 +11,13 @@ final class SimulatorFixture: @unchecked Sendable {
     let directory: URL
 
     init(faults: SimulatorFaults = SimulatorFaults(), maxConcurrentStreams: UInt32 = 1000, streamsBeforeToken: UInt32 = 1, logPerToken: Int = 0,
-         apnsTeamBundleIDs: Set<String> = []) throws {
+         apnsTeamBundleIDs: Set<String> = [], listenAddress: String = "127.0.0.1", publicHost: String = "127.0.0.1",
+         certificateNames: CertificateNames = CertificateNames()) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-sim-\(UUID().uuidString)")
         var configuration = Simulator.Configuration(stateDirectory: directory)
+        configuration.listenAddress = listenAddress
+        configuration.publicHost = publicHost
+        configuration.certificateNames = certificateNames
         configuration.logPerToken = logPerToken
         configuration.apnsTeamBundleIDs = apnsTeamBundleIDs
         configuration.faults = faults
@@ -25,8 +29,9 @@ final class SimulatorFixture: @unchecked Sendable {
 
     var caFile: String { directory.appendingPathComponent("ca.pem").path }
 
-    func client(port: Int, maxConnections: Int = 1) throws -> HTTP2Client {
-        var configuration = HTTP2Client.Configuration(host: "127.0.0.1", port: port)
+    /// A client of `host:port` that checks the server certificate against `serverName` (else `host`).
+    func client(port: Int, maxConnections: Int = 1, host: String = "127.0.0.1", serverName: String? = nil) throws -> HTTP2Client {
+        var configuration = HTTP2Client.Configuration(host: host, port: port, serverName: serverName)
         configuration.maxConnections = maxConnections
         return HTTP2Client(configuration: configuration, tls: try TLSContext(client: caFile), loop: loop)
     }

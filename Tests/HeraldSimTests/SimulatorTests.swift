@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCrypto
 import HeraldHTTP2
 @testable import HeraldSim
 import Testing
@@ -93,5 +94,71 @@ import Testing
         let stats = fixture.simulator.apnsStats.snapshot
         #expect(stats.accepted == 2 && stats.deliveries[SimulatorFixture.deviceToken(2)] == nil && stats.duplicateDeliveries == 0)
         client.shutdown()
+    }
+
+    // Where the simulators listen and the names their certificate carries (other containers reach
+    // them as `sim`).
+
+    private static let stats = HTTP2Request(method: "GET", path: "/_sim/stats")
+
+    /// 127.0.0.2 is loopback too, but only a socket bound to 0.0.0.0 answers there: it shows the
+    /// address was bound, not just 127.0.0.1.
+    @Test func onEveryInterfaceItAnswersTLSUnderTheNamesAskedFor() async throws {
+        let fixture = try SimulatorFixture(listenAddress: "0.0.0.0", publicHost: "sim", certificateNames: try CertificateNames(["sim.example"]))
+        for (host, serverName) in [("127.0.0.1", "sim"), ("127.0.0.2", "sim.example"), ("127.0.0.2", "localhost"), ("127.0.0.1", nil)] {
+            for port in [fixture.simulator.apnsPort, fixture.simulator.fcmPort] {
+                let client = try fixture.client(port: port, host: host, serverName: serverName)
+                let response = try await client.send(Self.stats)
+                #expect(response.status == 200, "\(host):\(port) as \(serverName ?? host)")
+                client.shutdown()
+            }
+        }
+        // The client checks the name: one the certificate lacks fails the handshake.
+        let stranger = try fixture.client(port: fixture.simulator.apnsPort, serverName: "elsewhere.example")
+        let refused = await #expect(throws: HTTP2Error.self) { _ = try await stranger.send(Self.stats) }
+        #expect(refused.map { "\($0)" }?.contains("certificate verification") == true, "\(String(describing: refused))")
+        stranger.shutdown()
+        #expect(fixture.simulator.credentials.fcmTokenURI == "https://sim:\(fixture.simulator.fcmPort)/token")
+    }
+
+    @Test func byDefaultItListensOnLoopbackOnly() async throws {
+        let fixture = try SimulatorFixture()
+        let client = try fixture.client(port: fixture.simulator.apnsPort)
+        #expect(try await client.send(Self.stats).status == 200)
+        client.shutdown()
+        let elsewhere = try fixture.client(port: fixture.simulator.apnsPort, host: "127.0.0.2", serverName: "127.0.0.1")
+        await #expect(throws: HTTP2Error.self) { _ = try await elsewhere.send(Self.stats) }
+        elsewhere.shutdown()
+    }
+
+    /// A client that loaded ca.pem before a restart with a new name trusts the new certificate.
+    @Test func aRestartWithANewNameKeepsClientsOfTheOldCAWorking() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-sim-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let loop = try EventLoop()
+        defer { loop.shutdown() }
+        var configuration = Simulator.Configuration(stateDirectory: directory)
+        let first = try Simulator(configuration: configuration)
+        let trust = try TLSContext(client: directory.appendingPathComponent("ca.pem").path)
+        first.stop()
+
+        configuration.certificateNames = try CertificateNames(["sim.example"])
+        let second = try Simulator(configuration: configuration)
+        defer { second.stop() }
+        #expect(second.credentials.certificateUpdate == .serverCertificateReissued(added: try CertificateNames(["sim.example"])))
+        let client = HTTP2Client(configuration: HTTP2Client.Configuration(host: "127.0.0.1", port: second.fcmPort, serverName: "sim.example"),
+                                 tls: trust, loop: loop)
+        #expect(try await client.send(Self.stats).status == 200)
+        client.shutdown()
+    }
+
+    @Test func aListenAddressThatIsNoIPv4AddressIsRefused() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-sim-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var configuration = Simulator.Configuration(stateDirectory: directory)
+        configuration.listenAddress = "localhost"
+        #expect(throws: SimulatorCredentials.Failure.self) { _ = try Simulator(configuration: configuration) }
+        // Refused before anything was written.
+        #expect(!FileManager.default.fileExists(atPath: directory.path))
     }
 }

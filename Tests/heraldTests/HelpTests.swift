@@ -51,5 +51,7 @@ import Testing
         #expect(try complete(["herald", "send", "--plat"]) == "--platform")
         #expect(try complete(["herald", "channels", "s"]) == "set")
         #expect(try complete(["herald", "channels", "set", "--ios-inter"]) == "--ios-interruption-level")
+        #expect(try complete(["herald", "sim", "--pub"]) == "--public-host")
+        #expect(try complete(["herald", "sim", "--cert"]) == "--cert-name")
     }
 }
