@@ -25,6 +25,8 @@
 - `promtool check rules` (Debian's prometheus) checks the PrometheusRule's rules, every herald_*
   metric they use exists, and `promtool test rules` runs
   deploy/k8s/components/monitoring/tests/*.test.yaml against them.
+- deploy/compose.yaml, statically (scripts/check_compose.py): services, dependencies, health
+  checks, the variables it reads, the Prometheus and Grafana files of its observability profile.
 
 The tools are found on PATH (scripts/setup installs them); a missing one is a problem, not a
 skip. Exit status 0 when all hold; 1 with one line per problem otherwise. Needs PyYAML (Debian's
@@ -38,6 +40,8 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+
+import check_compose  # scripts/check_compose.py, beside this file
 
 try:
     import yaml
@@ -443,12 +447,18 @@ def main():
                 if metric not in exposed and base not in exposed:
                     problem(path, f"{owner} queries {metric}, which WorkerMetrics does not expose")
 
+    # deploy/compose.yaml's wiring (services, health checks, variables, Prometheus and Grafana
+    # files), checked statically: there is no Docker engine here (scripts/check_compose.py).
+    compose = check_compose.Inspection(ROOT)
+    problems.extend(compose.run())
+
     if problems:
         for line in problems:
             print(f"check-deploy: {line}", file=sys.stderr)
         print(f"check-deploy: FAILED: {len(problems)} problem(s)", file=sys.stderr)
         return 1
     print(f"check-deploy: {renderings}")
+    print(f"check-deploy: compose (static, no Docker engine): {compose.summary()}")
     print(f"check-deploy: {len(yaml_files)} YAML files ({documents} documents), {len(dashboards)} dashboard(s) "
           f"({queries} queries), {len(variables)} HERALD_* variables set, all read by Herald and in docs/operations.md; "
           f"{len(read_by_code)} variables read by the code, all documented")
