@@ -36,6 +36,9 @@ public final class Simulator: Sendable {
         /// Other APNs bundle ids of the key's team: pushes to them are answered
         /// `DeviceTokenNotForTopic` (the devices belong to `apns.json`'s bundle).
         public var apnsTeamBundleIDs: Set<String> = []
+        /// Seconds added to the `date` header of every answer: a provider whose clock is off,
+        /// for `herald doctor`'s clock check.
+        public var dateOffsetSeconds: Int64 = 0
 
         /// Creates a configuration.
         public init(stateDirectory: URL) {
@@ -70,8 +73,10 @@ public final class Simulator: Sendable {
         let host = configuration.listenAddress
         var fcmServerConfiguration = HTTP2Server.Configuration(host: host, port: configuration.fcmPort)
         fcmServerConfiguration.maxConcurrentStreams = configuration.maxConcurrentStreams
+        fcmServerConfiguration.dateOffsetSeconds = configuration.dateOffsetSeconds
         var apnsServerConfiguration = HTTP2Server.Configuration(host: host, port: configuration.apnsPort)
         apnsServerConfiguration.maxConcurrentStreams = configuration.maxConcurrentStreams
+        apnsServerConfiguration.dateOffsetSeconds = configuration.dateOffsetSeconds
         let fcmPort = configuration.fcmPort != 0 ? configuration.fcmPort : try FreePort.find(on: listenAddress)
         fcmServerConfiguration.port = fcmPort
         credentials = try SimulatorCredentials.prepare(directory: configuration.stateDirectory, fcmPort: fcmPort,

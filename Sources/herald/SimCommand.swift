@@ -9,6 +9,7 @@ enum SimCommand {
                       [--max-streams N] [--streams-before-token N] [--threads T] [--fcm-token-ttl S] [--log N] [--team-bundle-id ID ...]
                       [--unregistered-share X] [--rate-429 X] [--rate-5xx X] [--retry-after S] [--goaway-every N] [--reset-every N]
                       [--latency-ms MS] [--stall-rate X] [--stall-every S --stall-seconds D] [--refuse-connections-for S]
+                      [--date-offset S]
            herald sim token --state-dir DIR
       --listen ADDRESS: the IPv4 address to listen on (default 127.0.0.1; 0.0.0.0 for every interface).
       --public-host HOST: the DNS name or IPv4 address clients reach it by (default 127.0.0.1): the
@@ -18,6 +19,8 @@ enum SimCommand {
       signed again by the CA in DIR (ca.pem is kept; it is replaced only when DIR has no ca-key.pem).
       --stall-every S --stall-seconds D: every S seconds both simulators stop answering for D seconds
       (requests that arrive meanwhile are answered when the stall ends).
+      --date-offset S: every answer's date header is S seconds off this host's clock (negative: behind),
+      a provider with a wrong clock for `herald doctor`.
       --team-bundle-id: another bundle id of the APNs key's team (repeatable); the simulated devices
       belong to apns.json's bundle, so pushes to it are answered DeviceTokenNotForTopic.
     """
@@ -45,6 +48,7 @@ enum SimCommand {
         }.reduce(CertificateNames()) { $0.union($1) }
         configuration.maxConcurrentStreams = UInt32(options.int("--max-streams", in: 1...100_000) ?? 1000)
         configuration.threads = options.int("--threads", in: 1...64) ?? 1
+        configuration.dateOffsetSeconds = Int64(options.int("--date-offset", in: -31_536_000...31_536_000) ?? 0)
         configuration.streamsBeforeToken = UInt32(options.int("--streams-before-token", in: 1...100_000) ?? 1)
         configuration.fcmTokenLifetimeSeconds = Int64(options.int("--fcm-token-ttl", in: 1...86_400) ?? 3600)
         configuration.logPerToken = options.int("--log", in: 0...100_000) ?? 0

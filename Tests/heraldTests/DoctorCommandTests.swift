@@ -30,6 +30,18 @@ import Testing
                     "\(noAPNs.stdout)")
             let skipped = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["doctor", "--skip-providers"], environment: unreachable, timeout: 60)
             #expect(skipped.status == 0 && !skipped.stdout.contains("apns:"), "\(skipped.stdout)")
+            // A provider whose clock is two minutes ahead of this host's fails the check, naming it.
+            // (A simulator of its own: the fixture stops the last one it started, this one stops here.)
+            let skewed = try SimProcess(binary: TestEnvironment.heraldBinary, directory: fixture.directory.appendingPathComponent("sim-skewed"),
+                                        arguments: ["--date-offset", "120"], logs: fixture.directory)
+            defer { skewed.terminate() }
+            var skewedEnvironment = environment
+            skewedEnvironment["HERALD_APNS_ENDPOINT"] = "https://127.0.0.1:\(skewed.apnsPort)"
+            skewedEnvironment["HERALD_FCM_ENDPOINT"] = "https://127.0.0.1:\(skewed.fcmPort)"
+            skewedEnvironment["HERALD_TLS_CA_FILE"] = skewed.stateDirectory.appendingPathComponent("ca.pem").path
+            let late = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["doctor"], environment: skewedEnvironment, timeout: 60)
+            #expect(late.status == 1 && late.stdout.contains("FAIL fcm: this host's clock is") && late.stdout.contains("FAIL apns: this host's clock is")
+                    && late.stdout.contains("behind"), "\(late.stdout)")
             var down = environment
             down["HERALD_DATABASE_URL"] = "postgresql://herald@127.0.0.1:1/none?connect_timeout=2"
             let bad = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["doctor"], environment: down, timeout: 60)
