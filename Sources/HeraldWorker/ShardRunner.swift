@@ -653,14 +653,14 @@ final class ShardRun {
                 receipt.providerReason = String(providerReason.prefix(200))
                 settle(member, receipt)
                 counts.failed += 1
-                context.metrics.notification(provider: provider.rawValue, outcome: "failed")
+                context.metrics.notification(provider: provider.rawValue, outcome: "failed", reason: .retriesExhausted)
             }
         case .failed(let reason, let providerReason):
             var receipt = deviceReceipt(member, .failed, reason: reason, attempts: attempts)
             receipt.providerReason = String(providerReason.prefix(200))
             settle(member, receipt)
             counts.failed += 1
-            context.metrics.notification(provider: provider.rawValue, outcome: "failed")
+            context.metrics.notification(provider: provider.rawValue, outcome: "failed", reason: reason)
         case .credentialFault(let providerReason, let haltReason):
             halt(provider, reason: haltReason, detail: providerReason)
             park(member, kind: .halted(provider), attempts: attempts, due: .now, reason: providerReason, firstAttemptAt: firstAttemptAt)
@@ -687,7 +687,7 @@ final class ShardRun {
     private func drop(_ member: AudienceMember, _ reason: Receipt.Reason, attempts: Int) {
         settle(member, deviceReceipt(member, .dropped, reason: reason, attempts: attempts))
         counts.dropped += 1
-        context.metrics.notification(provider: AppDelivery.provider(for: member, kind: job.kind).rawValue, outcome: "dropped")
+        context.metrics.notification(provider: AppDelivery.provider(for: member, kind: job.kind).rawValue, outcome: "dropped", reason: reason)
     }
 
     private func unregister(_ member: AudienceMember, reason: Receipt.Reason, providerReason: String, timestamp: Timestamp?, attempts: Int) {
@@ -700,7 +700,7 @@ final class ShardRun {
             invalidations.append(TokenInvalidation(subscriptionID: member.id, reason: String(providerReason.prefix(200)), providerTimestamp: timestamp))
         }
         counts.unregistered += 1
-        context.metrics.notification(provider: AppDelivery.provider(for: member, kind: job.kind).rawValue, outcome: "unregistered")
+        context.metrics.notification(provider: AppDelivery.provider(for: member, kind: job.kind).rawValue, outcome: "unregistered", reason: reason)
     }
 
     private func park(_ member: AudienceMember, kind: ParkedSubscription.Kind, attempts: Int, due: Timestamp, reason: String, firstAttemptAt: Timestamp) {

@@ -89,6 +89,13 @@ public final class WorkerMetrics: Sendable {
         public var p99: Double?
     }
 
+    /// A reason count's labels: provider, final outcome and the receipt reason.
+    public struct ReasonKey: Sendable, Hashable {
+        public var provider: String
+        public var outcome: String
+        public var reason: Receipt.Reason
+    }
+
     /// A notification count's labels.
     public struct NotificationKey: Sendable, Hashable {
         /// `apns` or `fcm`.
@@ -109,6 +116,9 @@ public final class WorkerMetrics: Sendable {
         public var workerID: String
         /// `herald_notifications_total` by provider and outcome.
         public var notifications: [NotificationKey: Int] = [:]
+        /// `herald_notification_reasons_total`: the final `unregistered`, `failed` and `dropped`
+        /// outcomes again, by their receipt reason (a ``Receipt/Reason``, so the label is bounded).
+        public var notificationReasons: [ReasonKey: Int] = [:]
         /// `herald_send_duration_seconds` by provider.
         public var sendDurations: [String: Histogram] = [:]
         /// Percentiles estimated from ``sendDurations``, by provider.
@@ -216,9 +226,14 @@ public final class WorkerMetrics: Sendable {
 
     /// Counts `count` notifications to `provider` (`apns` | `fcm`) that ended as `outcome`
     /// (`accepted` | `unregistered` | `failed` | `dropped` | `retried` | `halted`).
-    public func notification(provider: String, outcome: String, count: Int = 1) {
+    /// `reason`: the receipt's reason of a final `unregistered`, `failed` or `dropped`, also
+    /// counted in `herald_notification_reasons_total`.
+    public func notification(provider: String, outcome: String, reason: Receipt.Reason? = nil, count: Int = 1) {
         let key = NotificationKey(provider: provider, outcome: outcome)
-        state.withLock { $0.notifications[key, default: 0] += count }
+        state.withLock { state in
+            state.notifications[key, default: 0] += count
+            if let reason { state.notificationReasons[ReasonKey(provider: provider, outcome: outcome, reason: reason), default: 0] += count }
+        }
     }
 
     /// Records the seconds from request start to the provider's answer in `provider`'s histogram.
@@ -307,6 +322,12 @@ public final class WorkerMetrics: Sendable {
         text.family("herald_notifications_total", type: "counter", help: "Notifications by provider and final outcome.")
         for (key, value) in s.notifications.sorted(by: { ($0.key.provider, $0.key.outcome) < ($1.key.provider, $1.key.outcome) }) {
             text.sample("herald_notifications_total", [("provider", key.provider), ("outcome", key.outcome)], value)
+        }
+
+        text.family("herald_notification_reasons_total", type: "counter",
+                    help: "Final unregistered, failed and dropped notifications by receipt reason (a fixed set).")
+        for (key, value) in s.notificationReasons.sorted(by: { ($0.key.provider, $0.key.outcome, $0.key.reason.rawValue) < ($1.key.provider, $1.key.outcome, $1.key.reason.rawValue) }) {
+            text.sample("herald_notification_reasons_total", [("provider", key.provider), ("outcome", key.outcome), ("reason", key.reason.rawValue)], value)
         }
 
         text.family("herald_send_duration_seconds", type: "histogram", help: "Seconds from request start to the provider's answer.")

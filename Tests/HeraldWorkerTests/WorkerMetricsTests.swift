@@ -304,6 +304,24 @@ import Testing
         #expect(metrics.snapshot().jobsFinished == 3)
     }
 
+    /// Final outcomes carry their receipt reason in a series of their own, whose label values
+    /// come from `Receipt.Reason` alone (bounded); the outcome totals are unchanged by it.
+    @Test func reasonsAreCountedBesideOutcomes() throws {
+        let metrics = WorkerMetrics(workerID: "w-1")
+        metrics.notification(provider: "apns", outcome: "unregistered", reason: .badDeviceToken)
+        metrics.notification(provider: "apns", outcome: "unregistered", reason: .badDeviceToken)
+        metrics.notification(provider: "fcm", outcome: "failed", reason: .retriesExhausted)
+        metrics.notification(provider: "fcm", outcome: "dropped", reason: .optedOut, count: 3)
+        metrics.notification(provider: "fcm", outcome: "accepted")
+        let samples = try Self.parse(metrics.prometheusText())
+        #expect(Self.value(samples, "herald_notification_reasons_total", ["provider": "apns", "outcome": "unregistered", "reason": "bad-device-token"]) == 2)
+        #expect(Self.value(samples, "herald_notification_reasons_total", ["provider": "fcm", "outcome": "failed", "reason": "retries-exhausted"]) == 1)
+        #expect(Self.value(samples, "herald_notification_reasons_total", ["provider": "fcm", "outcome": "dropped", "reason": "opted-out"]) == 3)
+        #expect(Self.value(samples, "herald_notifications_total", ["provider": "fcm", "outcome": "dropped"]) == 3)
+        let reasons = Set(samples.filter { $0.name == "herald_notification_reasons_total" }.compactMap { $0.labels["reason"] })
+        #expect(reasons.isSubset(of: Set(Receipt.Reason.allCases.map(\.rawValue))) && reasons.count == 3)
+    }
+
     @Test func thePoolGaugesAppearOnceSet() throws {
         let metrics = WorkerMetrics(workerID: "w-1")
         #expect(!metrics.prometheusText().contains("herald_postgres_pool"))
