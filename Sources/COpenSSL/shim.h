@@ -13,6 +13,8 @@
 #include <openssl/rsa.h>
 #include <openssl/sha.h>
 #include <openssl/hmac.h>
+#include <openssl/pkcs12.h>
+#include <openssl/provider.h>
 
 /* Macros Swift cannot call. */
 static inline long herald_ssl_set_tlsext_host_name(SSL *ssl, const char *name) {
@@ -45,4 +47,6 @@ static inline int herald_general_names_count(const GENERAL_NAMES *names) { retur
 static inline const GENERAL_NAME *herald_general_names_value(const GENERAL_NAMES *names, int index) {
     return sk_GENERAL_NAME_value(names, index);
 }
+/* The certificates a PKCS#12 file carries beside its own (sk_X509_pop_free). */
+static inline void herald_x509_stack_free(STACK_OF(X509) *stack) { sk_X509_pop_free(stack, X509_free); }
 #endif
