@@ -21,6 +21,34 @@ public struct APNsTokenCredentials: Sendable, Equatable {
     }
 }
 
+/// APNs certificate-auth settings: Apple's client certificate for the app and its private key
+/// (both PEM, the key unencrypted PKCS#8), sealed together in `apps.apns_credentials`.
+public struct APNsCertificateCredentials: Sendable, Equatable {
+    public var bundleID: String
+    /// `production` or `sandbox`.
+    public var environment: String
+    public var certificatePEM: String
+    public var keyPEM: String
+
+    /// Certificate credentials.
+    public init(bundleID: String, environment: String, certificatePEM: String, keyPEM: String) {
+        self.bundleID = bundleID
+        self.environment = environment
+        self.certificatePEM = certificatePEM
+        self.keyPEM = keyPEM
+    }
+
+    /// The sealed text: the certificate, then the key.
+    var sealedText: String { certificatePEM + (certificatePEM.hasSuffix("\n") ? "" : "\n") + keyPEM }
+
+    /// Splits a sealed text back at the key's PEM header.
+    init?(bundleID: String, environment: String, sealedText: String) {
+        guard let keyStart = sealedText.range(of: "-----BEGIN PRIVATE KEY-----") else { return nil }
+        self.init(bundleID: bundleID, environment: environment, certificatePEM: String(sealedText[..<keyStart.lowerBound]),
+                  keyPEM: String(sealedText[keyStart.lowerBound...]))
+    }
+}
+
 /// FCM HTTP v1 settings: the project and its service-account JSON.
 public struct FCMCredentials: Sendable, Equatable {
     public var projectID: String
@@ -37,7 +65,10 @@ public struct FCMCredentials: Sendable, Equatable {
 public struct AppSettings: Sendable, Equatable {
     public var id: String
     public var name: String
+    /// APNs token auth (a `.p8` key); nil for an app without APNs or with certificate auth.
     public var apns: APNsTokenCredentials?
+    /// APNs certificate auth; never set together with ``apns``.
+    public var apnsCertificate: APNsCertificateCredentials?
     public var fcm: FCMCredentials?
     /// `sdk` or `plain`.
     public var payloadProfile: String
@@ -107,6 +138,17 @@ public struct AppRepository: Sendable {
     }
 
     static func binding(_ appID: String, _ column: String) -> String { "herald:apps:\(appID):\(column)" }
+
+    /// `apns_auth` … `apns_credentials` as query values: token auth, certificate auth, or none.
+    static func apnsValues(_ app: AppSettings, sealed: String?) -> [String?] {
+        if let token = app.apns {
+            return ["token", token.keyID, token.teamID, token.bundleID, token.environment, sealed]
+        }
+        if let certificate = app.apnsCertificate {
+            return ["certificate", nil, nil, certificate.bundleID, certificate.environment, sealed]
+        }
+        return [nil, nil, nil, nil, nil, nil]
+    }
 
     /// `apns_rate_per_minute`, `fcm_rate_per_minute` as query values.
     static func ceilingValues(_ app: AppSettings) -> [String?] {
@@ -185,6 +227,18 @@ public struct AppRepository: Sendable {
                 apnsUnreadable = error.message
             }
         }
+        var apnsCertificate: APNsCertificateCredentials?
+        if row[13] == "certificate", let bundleID = row[4], let environment = row[5], let sealed = row[6] {
+            do throws(PostgresError) {
+                let text = try key.open(sealed, binding: Self.binding(appID, "apns_credentials"))
+                guard let credentials = APNsCertificateCredentials(bundleID: bundleID, environment: environment, sealedText: text) else {
+                    throw PostgresError(.credentials, "app \(appID): the stored APNs certificate has no private key")
+                }
+                apnsCertificate = credentials
+            } catch where tolerant && error.code == .credentials {
+                apnsUnreadable = error.message
+            }
+        }
         var fcm: FCMCredentials?
         var fcmUnreadable: String?
         if let project = row[7], let sealed = row[8] {
@@ -196,6 +250,7 @@ public struct AppRepository: Sendable {
         }
         var settings = AppSettings(id: appID, name: name, apns: apns, fcm: fcm, payloadProfile: row[9] ?? "sdk",
                                    defaultTimeZone: row[10] ?? "UTC", apnsHaltedReason: row[11], fcmHaltedReason: row[12])
+        settings.apnsCertificate = apnsCertificate
         settings.apnsUnreadable = apnsUnreadable
         settings.fcmUnreadable = fcmUnreadable
         settings.quietHours.respectByDefault = row[16] == "t"
@@ -216,8 +271,8 @@ public struct AppRepository: Sendable {
                               apns_rate_per_minute, fcm_rate_per_minute)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8::bytea, $9, $10::bytea, $11, $12, $13::time, $14::time, $15::boolean, $16::bigint, $17::bigint)
             ON CONFLICT (id) DO NOTHING
-            """, [app.id, app.name, app.apns == nil ? nil : "token", app.apns?.keyID, app.apns?.teamID, app.apns?.bundleID,
-                  app.apns?.environment, sealed.apns, app.fcm?.projectID, sealed.fcm, app.payloadProfile, app.defaultTimeZone]
+            """, [app.id, app.name] + Self.apnsValues(app, sealed: sealed.apns) + [app.fcm?.projectID, sealed.fcm,
+                  app.payloadProfile, app.defaultTimeZone]
                 + Self.quietValues(app.quietHours) + Self.ceilingValues(app),
             idempotent: false)
         if inserted.affected == 0 { throw PostgresError(.invalidState, "app \(app.id) already exists (change it with `herald apps update`)") }
@@ -233,10 +288,6 @@ public struct AppRepository: Sendable {
         try await pool.withTransaction { connection throws(PostgresError) -> AppSettings in
             let rows = try await connection.query("SELECT \(Self.settingsColumns) FROM apps WHERE id = $1 FOR UPDATE", [id])
             guard let row = rows.rows.first, var app = try decode(row) else { throw PostgresError(.notFound, "no app \(id)") }
-            // Certificate credentials have no place in AppSettings: writing it back would drop them.
-            if row[13] == "certificate" {
-                throw PostgresError(.invalidState, "app \(id) uses APNs certificate auth, which this command cannot change")
-            }
             if let refusal = change(&app) { throw PostgresError(.invalidState, refusal) }
             app.id = id
             let sealed = try seal(app)
@@ -247,8 +298,8 @@ public struct AppRepository: Sendable {
                                 respect_quiet_hours = $15::boolean, apns_rate_per_minute = $16::bigint, fcm_rate_per_minute = $17::bigint,
                                 updated_at = now()
                 WHERE id = $1
-                """, [id, app.name, app.apns == nil ? nil : "token", app.apns?.keyID, app.apns?.teamID, app.apns?.bundleID,
-                      app.apns?.environment, sealed.apns, app.fcm?.projectID, sealed.fcm, app.payloadProfile, app.defaultTimeZone]
+                """, [id, app.name] + Self.apnsValues(app, sealed: sealed.apns) + [app.fcm?.projectID, sealed.fcm,
+                      app.payloadProfile, app.defaultTimeZone]
                     + Self.quietValues(app.quietHours) + Self.ceilingValues(app))
             return app
         }
@@ -305,8 +356,12 @@ public struct AppRepository: Sendable {
     }
 
     private func seal(_ app: AppSettings) throws(PostgresError) -> (apns: String?, fcm: String?) {
-        let apns = try app.apns.map { credentials throws(PostgresError) in
-            try key.seal(credentials.privateKeyPEM, binding: Self.binding(app.id, "apns_credentials"))
+        guard app.apns == nil || app.apnsCertificate == nil else {
+            throw PostgresError(.invalidState, "app \(app.id) has both an APNs key and an APNs certificate: keep one")
+        }
+        let apnsText = app.apns?.privateKeyPEM ?? app.apnsCertificate?.sealedText
+        let apns = try apnsText.map { text throws(PostgresError) in
+            try key.seal(text, binding: Self.binding(app.id, "apns_credentials"))
         }
         let fcm = try app.fcm.map { credentials throws(PostgresError) in
             try key.seal(credentials.serviceAccountJSON, binding: Self.binding(app.id, "fcm_credentials"))

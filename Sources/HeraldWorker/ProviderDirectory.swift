@@ -94,21 +94,36 @@ public final class AppDelivery: Sendable {
     static func build(settings: AppSettings, endpoints: ProviderEndpoints, loops: EventLoopGroup) -> AppDelivery {
         var http: [HTTP2Client] = []
         let unreadable = { (detail: String) in ProviderProblem(reason: "the stored credentials cannot be opened: \(detail)", haltReason: .unreadableCredentials) }
-        let apns: Result<APNsClient, ProviderProblem>? = settings.apnsUnreadable.map { .failure(unreadable($0)) } ?? settings.apns.map { credentials in
+        func apnsConfiguration(bundleID: String, environment: String) -> APNsConfiguration {
+            var configuration = APNsConfiguration(bundleID: bundleID)
+            configuration.environment = environment == "sandbox" ? .sandbox : .production
+            if let endpoint = endpoints.apns {
+                configuration.hostOverride = endpoint.host
+                configuration.port = endpoint.port
+            }
+            configuration.caFile = endpoints.caFile
+            configuration.maxConnections = endpoints.connectionsPerHost
+            configuration.requestTimeoutNanoseconds = endpoints.requestTimeoutNanoseconds
+            return configuration
+        }
+        var apns: Result<APNsClient, ProviderProblem>? = settings.apnsUnreadable.map { .failure(unreadable($0)) } ?? settings.apns.map { credentials in
             do {
-                var configuration = APNsConfiguration(bundleID: credentials.bundleID)
-                configuration.environment = credentials.environment == "sandbox" ? .sandbox : .production
-                if let endpoint = endpoints.apns {
-                    configuration.hostOverride = endpoint.host
-                    configuration.port = endpoint.port
-                }
-                configuration.caFile = endpoints.caFile
-                configuration.maxConnections = endpoints.connectionsPerHost
-                configuration.requestTimeoutNanoseconds = endpoints.requestTimeoutNanoseconds
+                let configuration = apnsConfiguration(bundleID: credentials.bundleID, environment: credentials.environment)
                 let token = try APNsProviderToken(p8: credentials.privateKeyPEM, keyID: credentials.keyID, teamID: credentials.teamID)
                 return .success(try APNsClient(configuration: configuration, authentication: .token(token), loop: loops.next()))
             } catch {
                 return .failure(ProviderProblem(reason: "the APNs key cannot be used: \(error)"))
+            }
+        }
+        // Certificate auth: the client certificate goes on each TLS connection, no provider token.
+        if apns == nil, settings.apnsUnreadable == nil, let credentials = settings.apnsCertificate {
+            do {
+                let configuration = apnsConfiguration(bundleID: credentials.bundleID, environment: credentials.environment)
+                apns = .success(try APNsClient(configuration: configuration,
+                                               authentication: .certificate(certificatePEM: credentials.certificatePEM, keyPEM: credentials.keyPEM),
+                                               loop: loops.next()))
+            } catch {
+                apns = .failure(ProviderProblem(reason: "the APNs certificate cannot be used: \(error)"))
             }
         }
         let fcm: Result<FCMClient, ProviderProblem>? = settings.fcmUnreadable.map { .failure(unreadable($0)) } ?? settings.fcm.map { credentials in
@@ -190,7 +205,7 @@ public final class AppDelivery: Sendable {
 
     /// Whether the credentials are the same as `other`'s (the clients can be kept).
     func hasSameCredentials(as other: AppSettings) -> Bool {
-        settings.apns == other.apns && settings.fcm == other.fcm
+        settings.apns == other.apns && settings.apnsCertificate == other.apnsCertificate && settings.fcm == other.fcm
             && settings.apnsUnreadable == other.apnsUnreadable && settings.fcmUnreadable == other.fcmUnreadable
     }
 

@@ -15,8 +15,13 @@ enum AppsCommand {
            herald apps show --id APP [--json]
            herald apps list [--json]
            herald apps rekey [--old-key-env VAR]
-      APNS: --apns-key FILE.p8 --apns-key-id KEYID --apns-team-id TEAMID --bundle-id BUNDLE [--apns-environment production|sandbox]
+      APNS: token auth: --apns-key FILE.p8 --apns-key-id KEYID --apns-team-id TEAMID --bundle-id BUNDLE [--apns-environment E]
             (update: any of them; all but the environment when the app has no APNs key yet)
+            or certificate auth: --apns-certificate FILE.p12|FILE.pem [--apns-certificate-password-env VAR] [--bundle-id B]
+            [--apns-environment E]: Apple's push certificate with its key (a Keychain .p12, or PEM with both; the
+            password, if any, in $VAR). The bundle id is the certificate's (its subject UID); the environment is
+            the certificate's when its name says (Development/Production), else production. Either auth replaces
+            the other; an expired certificate is refused. E: production|sandbox
       PROFILE: --payload-profile sdk|plain|openpush|pushbib (schemas/payloads.md)
       QUIET: --quiet-hours HH:MM-HH:MM (devices without their own window; default 20:00-08:00)
              --respect-quiet-hours true|false (jobs without delivery.respect_quiet_hours; default false)
@@ -208,6 +213,8 @@ struct AppChange {
     var apnsTeamID: String?
     var bundleID: String?
     var apnsEnvironment: String?
+    /// `--apns-certificate`: Apple's client certificate and its key.
+    var apnsCertificate: ClientIdentity?
     var fcm: (account: FCMServiceAccount, json: String)?
     var timeZone: String?
     var payloadProfile: String?
@@ -271,6 +278,25 @@ struct AppChange {
         if let path = options.string("--apns-key") {
             apnsKeyPEM = try AppChange.p8(at: path)
         }
+        let passwordVariable = options.string("--apns-certificate-password-env")
+        if let path = options.string("--apns-certificate") {
+            guard apnsKeyPEM == nil, apnsKeyID == nil, apnsTeamID == nil else {
+                throw Refusal(status: 64, message: "--apns-certificate is certificate auth; --apns-key, --apns-key-id and --apns-team-id are token auth: give one")
+            }
+            let identity = try AppChange.certificate(at: path, passwordVariable: passwordVariable, now: Int64(Date().timeIntervalSince1970))
+            if let bundleID, let uid = identity.subjectUID, bundleID != uid {
+                throw Refusal(status: 65, message: "the certificate is for \(uid), not --bundle-id \(bundleID)")
+            }
+            if let hint = identity.environmentHint, let apnsEnvironment, hint != apnsEnvironment {
+                throw Refusal(status: 65, message: "the certificate is a \(hint) certificate (\(identity.commonName ?? "")), not --apns-environment \(apnsEnvironment)")
+            }
+            guard identity.subjectUID != nil || bundleID != nil else {
+                throw Refusal(status: 64, message: "the certificate names no bundle id (no subject UID): give --bundle-id")
+            }
+            apnsCertificate = identity
+        } else if passwordVariable != nil {
+            throw Refusal(status: 64, message: "--apns-certificate-password-env goes with --apns-certificate")
+        }
         if let path = options.string("--fcm-service-account") {
             fcm = try AppChange.serviceAccount(at: path)
         }
@@ -286,8 +312,32 @@ struct AppChange {
         if let apnsRatePerMinute { app.apnsRatePerMinute = apnsRatePerMinute }
         if let fcmRatePerMinute { app.fcmRatePerMinute = fcmRatePerMinute }
         if let fcm { app.fcm = FCMCredentials(projectID: fcm.account.projectID, serviceAccountJSON: fcm.json) }
+        if let identity = apnsCertificate {
+            // Certificate auth, replacing whatever the app had.
+            guard let uid = identity.subjectUID ?? bundleID else {
+                return "the certificate names no bundle id (no subject UID): give --bundle-id"
+            }
+            if let bundleID, bundleID != uid { return "the certificate is for \(uid), not --bundle-id \(bundleID)" }
+            if let hint = identity.environmentHint, let apnsEnvironment, hint != apnsEnvironment {
+                return "the certificate is a \(hint) certificate (\(identity.commonName ?? "")), not --apns-environment \(apnsEnvironment)"
+            }
+            let environment = apnsEnvironment ?? identity.environmentHint ?? app.apnsCertificate?.environment ?? "production"
+            app.apns = nil
+            app.apnsCertificate = APNsCertificateCredentials(bundleID: uid, environment: environment,
+                                                             certificatePEM: identity.certificatePEM, keyPEM: identity.keyPEM)
+            return nil
+        }
         let touchesAPNs = apnsKeyPEM != nil || apnsKeyID != nil || apnsTeamID != nil || bundleID != nil || apnsEnvironment != nil
         guard touchesAPNs else { return nil }
+        if var certificate = app.apnsCertificate, apnsKeyPEM == nil, apnsKeyID == nil, apnsTeamID == nil {
+            // A certificate app: only the environment can change without a new certificate.
+            if let bundleID, bundleID != certificate.bundleID {
+                return "app \(app.id) authenticates with a certificate for \(certificate.bundleID): a new bundle id needs a new --apns-certificate"
+            }
+            if let apnsEnvironment { certificate.environment = apnsEnvironment }
+            app.apnsCertificate = certificate
+            return nil
+        }
         if var apns = app.apns {
             if let apnsKeyPEM { apns.privateKeyPEM = apnsKeyPEM }
             if let apnsKeyID { apns.keyID = apnsKeyID }
@@ -298,8 +348,11 @@ struct AppChange {
             return nil
         }
         guard let apnsKeyPEM, let apnsKeyID, let apnsTeamID, let bundleID else {
-            return "app \(app.id) has no APNs key yet: --apns-key, --apns-key-id, --apns-team-id and --bundle-id are all required"
+            return app.apnsCertificate == nil
+                ? "app \(app.id) has no APNs key yet: --apns-key, --apns-key-id, --apns-team-id and --bundle-id are all required"
+                : "app \(app.id) authenticates with a certificate: switching to a key needs --apns-key, --apns-key-id, --apns-team-id and --bundle-id"
         }
+        app.apnsCertificate = nil
         app.apns = APNsTokenCredentials(keyID: apnsKeyID, teamID: apnsTeamID, bundleID: bundleID,
                                         environment: apnsEnvironment ?? "production", privateKeyPEM: apnsKeyPEM)
         return nil
@@ -310,6 +363,7 @@ struct AppChange {
         var names: [String] = []
         if name != nil { names.append("name") }
         if apnsKeyPEM != nil { names.append("apns key") }
+        if apnsCertificate != nil { names.append("apns certificate") }
         if apnsKeyID != nil { names.append("apns key id") }
         if apnsTeamID != nil { names.append("apns team id") }
         if bundleID != nil { names.append("bundle id") }
@@ -360,6 +414,38 @@ struct AppChange {
             throw Refusal(status: 65, message: "\(flag): \(path) is not a text file of at most 64 KiB")
         }
         return text
+    }
+
+    /// Apple's push certificate with its key, from a `.p12` or PEM file, opened with the password
+    /// in `$passwordVariable`; refused when it cannot be read, has no key, or has expired.
+    static func certificate(at path: String, passwordVariable: String?, now: Int64) throws -> ClientIdentity {
+        let bytes: [UInt8]
+        do {
+            bytes = try InputFile.read(path)
+        } catch {
+            throw Refusal(status: 66, message: "--apns-certificate: cannot read \(path)")
+        }
+        guard bytes.count <= 256 * 1024 else { throw Refusal(status: 65, message: "--apns-certificate: \(path) is over 256 KiB") }
+        var password: String?
+        if let passwordVariable {
+            guard let value = ProcessInfo.processInfo.environment[passwordVariable] else {
+                throw Refusal(status: 78, message: "--apns-certificate-password-env: $\(passwordVariable) is not set")
+            }
+            password = value
+        }
+        let identity: ClientIdentity
+        do {
+            identity = try ClientIdentity.load(bytes, password: password)
+        } catch {
+            throw Refusal(status: 65, message: "--apns-certificate: \(path): \(error.message)")
+        }
+        if identity.notAfter <= now {
+            throw Refusal(status: 65, message: "--apns-certificate: \(path) expired at \(Timestamp(seconds: identity.notAfter).rfc3339): renew it in Apple's developer portal")
+        }
+        if identity.notAfter - now < 30 * 86_400 {
+            Console.error("herald apps: warning: the APNs certificate expires at \(Timestamp(seconds: identity.notAfter).rfc3339), in under 30 days")
+        }
+        return identity
     }
 
     /// The `.p8` text, when it is an EC P-256 key in PKCS#8 PEM (what Apple issues).
@@ -442,6 +528,17 @@ struct AppDescription {
                 "file_sha256": .string(AppDescription.fileFingerprint(apns.privateKeyPEM)),
             ])
         }
+        if let certificate = app.apnsCertificate {
+            let identity = try? ClientIdentity(certificatePEM: certificate.certificatePEM, keyPEM: certificate.keyPEM)
+            members["apns"] = .object([
+                "auth": .string("certificate"),
+                "bundle_id": .string(certificate.bundleID),
+                "environment": .string(certificate.environment),
+                "subject": identity?.commonName.map(JSONValue.string) ?? .null,
+                "expires_at": identity.map { .string(Timestamp(seconds: $0.notAfter).rfc3339) } ?? .null,
+                "certificate_sha256": identity.map { .string($0.fingerprint) } ?? .null,
+            ])
+        }
         if let fcm = app.fcm {
             let account = try? FCMServiceAccount(json: Array(fcm.serviceAccountJSON.utf8))
             members["fcm"] = .object([
@@ -460,6 +557,10 @@ struct AppDescription {
         if let apns = app.apns {
             lines.append("apns  auth=token key_id=\(apns.keyID) team_id=\(apns.teamID) bundle_id=\(apns.bundleID) environment=\(apns.environment)")
             lines.append("      public_key_sha256=\(AppDescription.publicKeyFingerprint(apns.privateKeyPEM) ?? "-") file_sha256=\(AppDescription.fileFingerprint(apns.privateKeyPEM))")
+        } else if let certificate = app.apnsCertificate {
+            let identity = try? ClientIdentity(certificatePEM: certificate.certificatePEM, keyPEM: certificate.keyPEM)
+            lines.append("apns  auth=certificate bundle_id=\(certificate.bundleID) environment=\(certificate.environment) subject=\(AppsCommand.quoted(identity?.commonName ?? "-"))")
+            lines.append("      expires_at=\(identity.map { Timestamp(seconds: $0.notAfter).rfc3339 } ?? "-") certificate_sha256=\(identity?.fingerprint ?? "-")")
         } else {
             lines.append("apns  none")
         }

@@ -142,6 +142,37 @@ struct AppRepositoryTests {
         await database.tearDown(pool)
     }
 
+    /// Certificate auth: the certificate and key are sealed together, read back apart, kept by
+    /// an update that changes something else, and an app cannot hold a key and a certificate.
+    @Test func apnsCertificateCredentialsRoundTrip() async throws {
+        let (database, pool) = try await TestDatabase.migrated(apps: [])
+        let apps = AppRepository(pool: pool, key: try CredentialsKey(base64: Self.keyA))
+        let certificate = APNsCertificateCredentials(bundleID: "com.example.shop", environment: "sandbox",
+                                                     certificatePEM: "-----BEGIN CERTIFICATE-----\nQUJD\n-----END CERTIFICATE-----\n",
+                                                     keyPEM: "-----BEGIN PRIVATE KEY-----\nREVG\n-----END PRIVATE KEY-----\n")
+        var app = AppSettings(id: "shop", name: "Shop")
+        app.apnsCertificate = certificate
+        try await apps.insert(app)
+        #expect(try await apps.app(id: "shop")?.apnsCertificate == certificate)
+        #expect(try await apps.app(id: "shop")?.apns == nil)
+        let row = try await pool.query("SELECT apns_auth, apns_key_id, apns_bundle_id, apns_environment FROM apps").rows
+        #expect(row == [["certificate", nil, "com.example.shop", "sandbox"]])
+        try await apps.update(id: "shop") { app in
+            app.name = "Shop 2"
+            return nil
+        }
+        #expect(try await apps.settingsForDelivery(id: "shop")?.apnsCertificate == certificate)
+        await #expect(throws: PostgresError.self) {
+            try await apps.update(id: "shop") { app in
+                app.apns = APNsTokenCredentials(keyID: "ABC123DEFG", teamID: "TEAM123456", bundleID: "com.example.shop", environment: "sandbox",
+                                                privateKeyPEM: "-----BEGIN PRIVATE KEY-----\nQUFB\n-----END PRIVATE KEY-----\n")
+                return nil
+            }
+        }
+        #expect(try await apps.app(id: "shop")?.name == "Shop 2", "the refused update changed nothing")
+        await database.tearDown(pool)
+    }
+
     /// Issue 9: every Android setting change moves the version (and so the channel id
     /// nf_<key>_v<version>); renaming, the iOS side and an unchanged write do not.
     @Test func androidSettingChangesBumpTheChannelVersion() async throws {

@@ -9,13 +9,14 @@ public struct Subprocess {
         public let stderr: String
     }
 
-    /// Runs `executable` with `arguments`, feeding it `input`, and waits at most `timeout` seconds
-    /// (then kills it and reports status -9).
+    /// Runs `executable` with `arguments` (in `workingDirectory`, when given), feeding it `input`,
+    /// and waits at most `timeout` seconds (then kills it and reports status -9).
     public static func run(_ executable: URL, _ arguments: [String], input: Data? = nil,
-                           environment: [String: String]? = nil, timeout: TimeInterval = 60) throws -> Result {
+                           environment: [String: String]? = nil, timeout: TimeInterval = 60, workingDirectory: URL? = nil) throws -> Result {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
+        if let workingDirectory { process.currentDirectoryURL = workingDirectory }
         if let environment {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
         }

@@ -179,6 +179,92 @@ struct AppsCommandTests {
         await fixture.drop()
     }
 
+    /// Runs the `openssl` command line in `folder` (Debian's OpenSSL 3), for certificates shaped
+    /// like Apple's push certificates.
+    private func openssl(_ arguments: [String], in folder: URL) throws {
+        let result = try Subprocess.run(URL(fileURLWithPath: "/usr/bin/openssl"), arguments, workingDirectory: folder)
+        try #require(result.status == 0, "openssl \(arguments.joined(separator: " ")): \(result.stderr)")
+    }
+
+    /// Certificate auth: a Keychain-style .p12 (modern, then a legacy RC2/3DES one) is checked,
+    /// sealed and shown by fingerprint; the bundle id comes from the certificate; switching to a
+    /// .p8 and back works; a certificate for another bundle, a wrong password and an expired
+    /// certificate are refused before anything is stored.
+    @Test func apnsCertificateAuthIsAddedShownAndSwitched() async throws {
+        let fixture = try await fixture()
+        let folder = fixture.folder
+        try openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "push-key.pem",
+                     "-out", "push.pem", "-days", "365", "-subj", "/UID=com.example.shop/CN=Apple Push Services: com.example.shop/O=Example"], in: folder)
+        try openssl(["pkcs12", "-export", "-in", "push.pem", "-inkey", "push-key.pem", "-out", "push.p12", "-passout", "pass:keychain"], in: folder)
+        try openssl(["pkcs12", "-export", "-legacy", "-in", "push.pem", "-inkey", "push-key.pem", "-out", "old.p12", "-passout", "pass:keychain"], in: folder)
+        let p12 = folder.appendingPathComponent("push.p12").path
+        let password = ["P12_PASSWORD": "keychain"]
+
+        let added = try await apps(["add", "--id", "shop", "--name", "Shop", "--apns-certificate", p12,
+                                    "--apns-certificate-password-env", "P12_PASSWORD"], fixture, extra: password)
+        #expect(added.status == 0, "\(added.stderr)")
+        let document = try JSONValue.parse(try await apps(["show", "--id", "shop", "--json"], fixture).stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(document["apns"]?["auth"] == .string("certificate") && document["apns"]?["bundle_id"] == .string("com.example.shop"))
+        #expect(document["apns"]?["environment"] == .string("production") && document["apns"]?["certificate_sha256"]?.stringValue?.count == 64)
+        let stored = try await fixture.pool.query(
+            "SELECT apns_auth, apns_bundle_id, apns_key_id, position('PRIVATE'::bytea IN apns_credentials) FROM apps WHERE id = 'shop'").rows
+        #expect(stored == [["certificate", "com.example.shop", nil, "0"]])
+        let keyPEM = try String(contentsOf: folder.appendingPathComponent("push-key.pem"), encoding: .utf8)
+        let shown = try await apps(["show", "--id", "shop"], fixture)
+        #expect(shown.stdout.contains("auth=certificate bundle_id=com.example.shop") && !shown.stdout.contains("PRIVATE"), "\(shown.stdout)")
+        for line in secretLines(keyPEM) { #expect(!shown.stdout.contains(line)) }
+        let list = try await apps(["list"], fixture, key: nil)
+        #expect(list.stdout.contains("apns=certificate:com.example.shop:production"), "\(list.stdout)")
+        // The worker reads it back as certificate auth.
+        let settings = try #require(try await AppRepository(pool: fixture.pool, key: try CredentialsKey(base64: Self.keyA)).settingsForDelivery(id: "shop"))
+        #expect(settings.apns == nil && settings.apnsCertificate?.bundleID == "com.example.shop")
+        #expect(settings.apnsCertificate?.keyPEM.hasPrefix("-----BEGIN PRIVATE KEY-----") == true)
+
+        // Changing something else keeps the certificate; the environment can change alone.
+        #expect(try await apps(["update", "--id", "shop", "--name", "Shop 2", "--apns-environment", "sandbox"], fixture).status == 0)
+        let kept = try #require(try await AppRepository(pool: fixture.pool, key: try CredentialsKey(base64: Self.keyA)).app(id: "shop"))
+        #expect(kept.apnsCertificate?.environment == "sandbox" && kept.apnsCertificate?.certificatePEM == settings.apnsCertificate?.certificatePEM)
+        let otherBundle = try await apps(["update", "--id", "shop", "--bundle-id", "com.example.other"], fixture)
+        #expect(otherBundle.status == 65 && otherBundle.stderr.contains("needs a new --apns-certificate"), "\(otherBundle.stderr)")
+
+        // To a .p8 key and back to the (legacy-encrypted) certificate.
+        let toToken = try await apps(["update", "--id", "shop", "--apns-key", fixture.p8Path, "--apns-key-id", "ABC123DEFG",
+                                      "--apns-team-id", "TEAM123456", "--bundle-id", "com.example.shop"], fixture)
+        #expect(toToken.status == 0, "\(toToken.stderr)")
+        #expect(try await apps(["show", "--id", "shop"], fixture).stdout.contains("auth=token key_id=ABC123DEFG"))
+        let back = try await apps(["update", "--id", "shop", "--apns-certificate", folder.appendingPathComponent("old.p12").path,
+                                   "--apns-certificate-password-env", "P12_PASSWORD"], fixture, extra: password)
+        #expect(back.status == 0, "a legacy .p12 opens through OpenSSL's legacy provider: \(back.stderr)")
+        #expect(try await fixture.pool.query("SELECT apns_auth, apns_key_id FROM apps WHERE id = 'shop'").rows == [["certificate", nil]])
+
+        // Refusals, with nothing stored.
+        let mismatch = try await apps(["add", "--id", "other", "--name", "Other", "--apns-certificate", p12, "--apns-certificate-password-env",
+                                       "P12_PASSWORD", "--bundle-id", "com.example.other"], fixture, extra: password)
+        #expect(mismatch.status == 65 && mismatch.stderr.contains("the certificate is for com.example.shop"), "\(mismatch.stderr)")
+        let wrong = try await apps(["add", "--id", "other", "--name", "Other", "--apns-certificate", p12,
+                                    "--apns-certificate-password-env", "P12_PASSWORD"], fixture, extra: ["P12_PASSWORD": "guess"])
+        #expect(wrong.status == 65 && wrong.stderr.contains("the password does not open the .p12"), "\(wrong.stderr)")
+        let unset = try await apps(["add", "--id", "other", "--name", "Other", "--apns-certificate", p12,
+                                    "--apns-certificate-password-env", "NOT_SET_ANYWHERE"], fixture)
+        #expect(unset.status == 78 && unset.stderr.contains("$NOT_SET_ANYWHERE is not set"), "\(unset.stderr)")
+        let both = try await apps(["add", "--id", "other", "--name", "Other", "--apns-certificate", p12, "--apns-key", fixture.p8Path], fixture)
+        #expect(both.status == 64, "\(both.stderr)")
+        // An expired certificate (issued for 2020-01-01 to 01-02 with `openssl ca`).
+        try Data("[ca]\ndefault_ca=d\n[d]\ndatabase=index.txt\nnew_certs_dir=.\nserial=serial\ndefault_md=sha256\npolicy=p\n[p]\ncommonName=supplied\n".utf8)
+            .write(to: folder.appendingPathComponent("ca.cnf"))
+        try Data().write(to: folder.appendingPathComponent("index.txt"))
+        try Data("01\n".utf8).write(to: folder.appendingPathComponent("serial"))
+        try openssl(["req", "-new", "-key", "push-key.pem", "-out", "old.csr", "-subj", "/CN=Apple Push Services: com.example.shop"], in: folder)
+        try openssl(["ca", "-batch", "-config", "ca.cnf", "-selfsign", "-keyfile", "push-key.pem", "-in", "old.csr", "-out", "expired.pem",
+                     "-startdate", "20200101000000Z", "-enddate", "20200102000000Z", "-notext"], in: folder)
+        let expiredPEM = try String(contentsOf: folder.appendingPathComponent("expired.pem"), encoding: .utf8) + keyPEM
+        let expiredPath = try fixture.write("expired-identity.pem", expiredPEM)
+        let expired = try await apps(["add", "--id", "other", "--name", "Other", "--apns-certificate", expiredPath, "--bundle-id", "com.example.shop"], fixture)
+        #expect(expired.status == 65 && expired.stderr.contains("expired at 2020-01-02"), "\(expired.stderr)")
+        #expect(try await fixture.pool.query("SELECT count(*) FROM apps WHERE id = 'other'").rows == [["0"]])
+        await fixture.drop()
+    }
+
     @Test func aServiceAccountWhoseTokenHostIsNotAllowedIsRefused() async throws {
         let fixture = try await fixture()
         let google = try String(contentsOfFile: fixture.serviceAccountPath, encoding: .utf8)
