@@ -1,3 +1,4 @@
+import HeraldCore
 import Foundation
 import Synchronization
 
@@ -339,12 +340,5 @@ public final class PostgresPool: Sendable {
                 if let next { openConnection(for: next) }
             }
         }
-    }
-}
-
-extension Duration {
-    /// Whole milliseconds.
-    var milliseconds: Int64 {
-        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
     }
 }

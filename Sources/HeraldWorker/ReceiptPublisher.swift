@@ -77,8 +77,3 @@ public final class ReceiptPublisher: Sendable {
         }
     }
 }
-
-extension Duration {
-    /// Whole milliseconds.
-    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
-}
