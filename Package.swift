@@ -55,7 +55,7 @@ let package = Package(
         .target(name: "HeraldTestSupport", path: "Tests/HeraldTestSupport", swiftSettings: swiftSettings),
 
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
-        .testTarget(name: "HeraldCryptoTests", dependencies: ["HeraldCrypto"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldCryptoTests", dependencies: ["HeraldCrypto", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldHTTP2Tests", dependencies: ["HeraldHTTP2", "HeraldCrypto", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldAPNsTests", dependencies: ["HeraldAPNs", "HeraldCore", "HeraldSim", "HeraldHTTP2", "HeraldCrypto", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldFCMTests", dependencies: ["HeraldFCM", "HeraldCore", "HeraldSim", "HeraldHTTP2", "HeraldCrypto", "HeraldTestSupport"], swiftSettings: swiftSettings),

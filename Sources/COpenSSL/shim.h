@@ -1,6 +1,7 @@
 #ifndef HERALD_COPENSSL_SHIM_H
 #define HERALD_COPENSSL_SHIM_H
 #include <openssl/ssl.h>
+#include <openssl/pkcs12.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>

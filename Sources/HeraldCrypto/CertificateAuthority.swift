@@ -2,8 +2,8 @@ internal import COpenSSL
 
 /// A throwaway certificate authority and one server certificate it signed, as PEM text: what
 /// `herald sim` writes so clients can trust it (`ca.pem`) while it serves TLS. The CA's key is
-/// kept too, so that a server certificate for other names can be signed later without changing
-/// what clients trust.
+/// kept too, so that a server certificate for other names, or an APNs client certificate, can be
+/// signed later without changing what clients trust.
 public struct CertificateAuthority: Sendable {
     /// The CA certificate (trust this).
     public let caCertificatePEM: String
@@ -18,7 +18,7 @@ public struct CertificateAuthority: Sendable {
     public static func generate(commonName: String = "Herald simulator CA", serverNames: CertificateNames = .loopback,
                                 days: Int = 3650) throws(CryptoError) -> CertificateAuthority {
         let caKey = try PrivateKey.generate(.ecP256)
-        let ca = try makeCertificate(subject: commonName, key: caKey, issuer: nil, issuerKey: caKey, serial: 1, days: days,
+        let ca = try makeCertificate(subject: [("CN", commonName)], key: caKey, issuer: nil, issuerKey: caKey, serial: 1, days: days,
                                      extensions: [(NID_basic_constraints, "critical,CA:TRUE"), (NID_key_usage, "critical,keyCertSign,cRLSign")])
         defer { X509_free(ca) }
         return try signServer(names: serverNames, ca: ca, caKey: caKey, days: days)
@@ -28,18 +28,46 @@ public struct CertificateAuthority: Sendable {
     /// stays as it is: clients that trust `caCertificatePEM` accept the new certificate.
     public static func reissue(caCertificatePEM: String, caKeyPEM: String, serverNames: CertificateNames,
                                days: Int = 3650) throws(CryptoError) -> CertificateAuthority {
+        let (ca, caKey) = try loadAuthority(caCertificatePEM, caKeyPEM)
+        defer { X509_free(ca) }
+        return try signServer(names: serverNames, ca: ca, caKey: caKey, days: days)
+    }
+
+    /// An APNs client certificate for `bundleID` and a new key, shaped like the ones Apple
+    /// issues: subject `UID=<bundleID>, CN=Apple Push Services: <bundleID>`, extended key usage
+    /// clientAuth, signed by the CA given. A server that verifies client certificates against
+    /// `caCertificatePEM` accepts it, and reads the bundle id from its UID.
+    public static func issueAPNsClientCertificate(bundleID: String, caCertificatePEM: String, caKeyPEM: String,
+                                                  days: Int = 365) throws(CryptoError) -> IssuedCertificate {
+        // A bundle id is letters, digits, '-' and '.' (Apple's rule); nothing else belongs in the subject.
+        guard !bundleID.isEmpty, bundleID.utf8.count <= 155,
+              bundleID.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == ".") })
+        else { throw CryptoError(.certificate, "not a bundle id: \(bundleID.debugDescription)") }
+        let (ca, caKey) = try loadAuthority(caCertificatePEM, caKeyPEM)
+        defer { X509_free(ca) }
+        let key = try PrivateKey.generate(.ecP256)
+        let certificate = try makeCertificate(subject: [("UID", bundleID), ("CN", "Apple Push Services: \(bundleID)")], key: key,
+                                              issuer: ca, issuerKey: caKey, serial: Int.random(in: 2...Int.max), days: days,
+                                              extensions: [(NID_basic_constraints, "critical,CA:FALSE"), (NID_ext_key_usage, "clientAuth"),
+                                                           (NID_key_usage, "critical,digitalSignature")])
+        defer { X509_free(certificate) }
+        return IssuedCertificate(certificatePEM: try pem(certificate), keyPEM: try key.pkcs8PEM())
+    }
+
+    /// The CA certificate (the caller frees it) and its key, checked to belong together.
+    private static func loadAuthority(_ caCertificatePEM: String, _ caKeyPEM: String) throws(CryptoError) -> (OpaquePointer, PrivateKey) {
         let caKey = try PrivateKey(pem: caKeyPEM)
         let bio = try MemoryBIO(Array(caCertificatePEM.utf8))
         guard let ca = PEM_read_bio_X509(bio.pointer, nil, nil, nil) else {
             _ = drainOpenSSLErrors()
             throw CryptoError(.certificate, "the CA certificate is not a PEM certificate")
         }
-        defer { X509_free(ca) }
         guard X509_check_private_key(ca, caKey.pointer) == 1 else {
+            X509_free(ca)
             _ = drainOpenSSLErrors()
             throw CryptoError(.certificate, "the CA key does not belong to the CA certificate")
         }
-        return try signServer(names: serverNames, ca: ca, caKey: caKey, days: days)
+        return (ca, caKey)
     }
 
     private static func signServer(names: CertificateNames, ca: OpaquePointer, caKey: PrivateKey,
@@ -48,7 +76,7 @@ public struct CertificateAuthority: Sendable {
         let serverKey = try PrivateKey.generate(.ecP256)
         // A random serial: certificates the same CA signs for other names must not share one
         // (some clients refuse a second certificate with a known issuer and serial).
-        let server = try makeCertificate(subject: names.dnsNames.sorted().first ?? names.ipAddresses.sorted().first ?? "server",
+        let server = try makeCertificate(subject: [("CN", names.dnsNames.sorted().first ?? names.ipAddresses.sorted().first ?? "server")],
                                          key: serverKey, issuer: ca, issuerKey: caKey, serial: Int.random(in: 2...Int.max), days: days,
                                          extensions: [(NID_basic_constraints, "critical,CA:FALSE"), (NID_subject_alt_name, names.subjectAltName),
                                                       (NID_ext_key_usage, "serverAuth"), (NID_key_usage, "critical,digitalSignature")])
@@ -63,7 +91,8 @@ public struct CertificateAuthority: Sendable {
         return String(decoding: bio.contents, as: UTF8.self)
     }
 
-    private static func makeCertificate(subject: String, key: PrivateKey, issuer: OpaquePointer?, issuerKey: PrivateKey,
+    /// `subject` is (attribute short name, value) pairs, in order.
+    private static func makeCertificate(subject: [(String, String)], key: PrivateKey, issuer: OpaquePointer?, issuerKey: PrivateKey,
                                         serial: Int, days: Int, extensions: [(Int32, String)]) throws(CryptoError) -> OpaquePointer {
         guard let certificate = X509_new() else { throw CryptoError.openssl(.certificate, "X509_new failed") }
         var ok = X509_set_version(certificate, 2) == 1
@@ -72,7 +101,9 @@ public struct CertificateAuthority: Sendable {
         ok = ok && X509_gmtime_adj(X509_getm_notAfter(certificate), days * 86_400) != nil
         ok = ok && X509_set_pubkey(certificate, key.pointer) == 1
         let name = X509_get_subject_name(certificate)
-        ok = ok && X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, subject, -1, -1, 0) == 1
+        for (field, value) in subject where ok {
+            ok = X509_NAME_add_entry_by_txt(name, field, MBSTRING_UTF8, value, -1, -1, 0) == 1
+        }
         ok = ok && X509_set_issuer_name(certificate, issuer.map { X509_get_subject_name($0) } ?? name) == 1
         var context = X509V3_CTX()
         X509V3_set_ctx(&context, issuer ?? certificate, certificate, nil, nil, 0)
