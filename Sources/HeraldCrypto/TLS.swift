@@ -40,12 +40,18 @@ public final class TLSContext: @unchecked Sendable {
     }
 
     /// A server context with a certificate chain and key; ALPN selects `h2` or fails the handshake.
-    public init(serverCertificatePEM: String, keyPEM: String) throws(CryptoError) {
+    ///
+    /// With `clientCertificateAuthorityPEM` (one or more PEM certificates) it asks every client
+    /// for a certificate, as APNs does: a client may send none and still connect, but one the
+    /// authority did not issue for client authentication fails the handshake.
+    /// ``TLSStream/verifiedPeerSubject`` then says whom the certificate names.
+    public init(serverCertificatePEM: String, keyPEM: String, clientCertificateAuthorityPEM: String? = nil) throws(CryptoError) {
         guard let context = SSL_CTX_new(TLS_server_method()) else { throw CryptoError.openssl(.tlsContext, "SSL_CTX_new failed") }
         pointer = context
         isClient = false
         try configureCommon()
         try useCertificate(chainPEM: serverCertificatePEM, keyPEM: keyPEM)
+        if let clientCertificateAuthorityPEM { try requestClientCertificates(issuedBy: clientCertificateAuthorityPEM) }
         SSL_CTX_set_alpn_select_cb(context, { _, out, outLength, offered, offeredLength, _ in
             // Walk the client's list (length-prefixed names) looking for "h2".
             guard let offered, let out, let outLength else { return herald_tlsext_err_alert_fatal() }
@@ -68,6 +74,31 @@ public final class TLSContext: @unchecked Sendable {
             throw CryptoError.openssl(.tlsContext, "cannot require TLS 1.2")
         }
         _ = herald_ssl_ctx_set_mode(pointer, herald_ssl_mode_partial_write())
+    }
+
+    private func requestClientCertificates(issuedBy authorityPEM: String) throws(CryptoError) {
+        guard let store = SSL_CTX_get_cert_store(pointer) else { throw CryptoError.openssl(.tlsContext, "no certificate store") }
+        let bio = try MemoryBIO(Array(authorityPEM.utf8))
+        var count = 0
+        while let authority = PEM_read_bio_X509(bio.pointer, nil, nil, nil) {
+            defer { X509_free(authority) }
+            // Both take their own reference (the store) or copy (the name in CertificateRequest).
+            guard X509_STORE_add_cert(store, authority) == 1, SSL_CTX_add_client_CA(pointer, authority) == 1 else {
+                throw CryptoError.openssl(.certificate, "cannot trust the client certificate authority")
+            }
+            count += 1
+        }
+        _ = drainOpenSSLErrors()  // the loop ends on a "no start line" error
+        guard count > 0 else { throw CryptoError(.certificate, "the client certificate authority is not a PEM certificate") }
+        // Without a session id context, a server that verifies clients fails every handshake
+        // that offers to resume a session, and Herald's clients always offer one on reconnect.
+        let sessionContext = Array("herald-client-certificate".utf8)
+        guard SSL_CTX_set_session_id_context(pointer, sessionContext, UInt32(sessionContext.count)) == 1 else {
+            throw CryptoError.openssl(.tlsContext, "cannot set the session id context")
+        }
+        // SSL_VERIFY_PEER alone: verify a certificate when one comes, go on without one
+        // (SSL_VERIFY_FAIL_IF_NO_PEER_CERT would refuse token-auth clients).
+        SSL_CTX_set_verify(pointer, SSL_VERIFY_PEER, nil)
     }
 
     private func useCertificate(chainPEM: String, keyPEM: String) throws(CryptoError) {
@@ -151,6 +182,14 @@ public final class TLSStream {
 
     /// Whether the handshake resumed an earlier session (no full key exchange).
     public var resumed: Bool { SSL_session_reused(ssl) == 1 }
+
+    /// The subject of the certificate the peer presented and this side verified, once the
+    /// handshake is done (a resumed session keeps its first handshake's certificate). Nil when the
+    /// peer presented none, which a server that only requests client certificates allows.
+    public var verifiedPeerSubject: CertificateSubject? {
+        guard let certificate = SSL_get0_peer_certificate(ssl), SSL_get_verify_result(ssl) == Int(X509_V_OK) else { return nil }
+        return CertificateSubject(certificate: certificate)
+    }
 
     /// The protocol ALPN selected (`h2`), or nil.
     public var negotiatedProtocol: String? {
