@@ -184,6 +184,10 @@ public final class HTTP2ServerConnection: HTTP2Transport {
     public var openStreams: Int { requests.count }
     /// The announced SETTINGS_MAX_CONCURRENT_STREAMS.
     public private(set) var maxConcurrentStreams: UInt32
+    /// The subject of the client certificate verified in the TLS handshake (APNs certificate
+    /// auth: its UID is the bundle id), set once the handshake is done. Nil when the client sent
+    /// none, or the server's TLS context does not ask for one.
+    public private(set) var peerCertificateSubject: CertificateSubject?
 
     init(loop: EventLoop, fd: Int32, tls: TLSStream, configuration: HTTP2Server.Configuration, handler: @escaping HTTP2RequestHandler) {
         self.configuration = configuration
@@ -195,6 +199,10 @@ public final class HTTP2ServerConnection: HTTP2Transport {
     /// Keeps the connection alive while its socket is open (the loop holds handlers strongly,
     /// but the connection must outlive its own unregistration until `didClose` runs).
     fileprivate func retainWhileOpen() { selfReference = self }
+
+    override func didCompleteHandshake() {
+        peerCertificateSubject = tls.verifiedPeerSubject
+    }
 
     override func makeSession() throws(HTTP2Error) {
         let callbacks = try NGHTTP2Callbacks { callbacks in

@@ -54,6 +54,8 @@ public class HTTP2Transport: EventHandler {
 
     // MARK: subclass hooks
 
+    /// TLS is up and ALPN chose h2; `session` is made next.
+    func didCompleteHandshake() {}
     /// Creates `session` once TLS is up and ALPN chose h2.
     func makeSession() throws(HTTP2Error) {}
     /// The connection is ready for streams.
@@ -95,6 +97,7 @@ public class HTTP2Transport: EventHandler {
                     close(HTTP2Error(.tlsHandshakeFailed, "the peer did not agree to HTTP/2 (ALPN selected \(tls.negotiatedProtocol ?? "nothing"))"))
                     return
                 }
+                didCompleteHandshake()
                 do {
                     try makeSession()
                 } catch {

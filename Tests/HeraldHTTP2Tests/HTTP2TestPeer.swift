@@ -10,8 +10,9 @@ final class HTTP2TestPeer: @unchecked Sendable {
     let server: HTTP2Server
     let clientLoop: EventLoop
 
-    init(maxConcurrentStreams: UInt32 = 1000, onConnection: (@Sendable (HTTP2ServerConnection) -> Void)? = nil,
-         handler: @escaping HTTP2RequestHandler) throws {
+    /// With `requestClientCertificates`, the server asks clients for a certificate its CA issued.
+    init(maxConcurrentStreams: UInt32 = 1000, requestClientCertificates: Bool = false,
+         onConnection: (@Sendable (HTTP2ServerConnection) -> Void)? = nil, handler: @escaping HTTP2RequestHandler) throws {
         authority = try CertificateAuthority.generate()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-h2-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -21,17 +22,21 @@ final class HTTP2TestPeer: @unchecked Sendable {
         var configuration = HTTP2Server.Configuration()
         configuration.maxConcurrentStreams = maxConcurrentStreams
         server = HTTP2Server(configuration: configuration,
-                             tls: try TLSContext(serverCertificatePEM: authority.serverCertificatePEM, keyPEM: authority.serverKeyPEM),
+                             tls: try TLSContext(serverCertificatePEM: authority.serverCertificatePEM, keyPEM: authority.serverKeyPEM,
+                                                 clientCertificateAuthorityPEM: requestClientCertificates ? authority.caCertificatePEM : nil),
                              group: serverGroup, onConnection: onConnection, handler: handler)
         try server.start()
         clientLoop = try EventLoop()
     }
 
-    func client(maxConnections: Int = 1, configure: (inout HTTP2Client.Configuration) -> Void = { _ in }) throws -> HTTP2Client {
+    /// A client that trusts the server, presenting `certificate` when given.
+    func client(maxConnections: Int = 1, certificate: IssuedCertificate? = nil,
+                configure: (inout HTTP2Client.Configuration) -> Void = { _ in }) throws -> HTTP2Client {
         var configuration = HTTP2Client.Configuration(host: "127.0.0.1", port: server.port)
         configuration.maxConnections = maxConnections
         configure(&configuration)
-        return HTTP2Client(configuration: configuration, tls: try TLSContext(client: caFile), loop: clientLoop)
+        let tls = try TLSContext(client: caFile, clientCertificatePEM: certificate?.certificatePEM, clientKeyPEM: certificate?.keyPEM)
+        return HTTP2Client(configuration: configuration, tls: tls, loop: clientLoop)
     }
 
     deinit {

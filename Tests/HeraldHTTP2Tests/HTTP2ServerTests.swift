@@ -1,0 +1,70 @@
+import HeraldCrypto
+import HeraldHTTP2
+import Synchronization
+import Testing
+
+/// What a server's handler learns about the connection a request came on.
+@Suite(.timeLimit(.minutes(1))) struct HTTP2ServerTests {
+    /// Answers with the UID of the connection's client certificate (`none` without one), and
+    /// drops the connection on `/drop`.
+    private static func peer(served: Served = Served()) throws -> HTTP2TestPeer {
+        try HTTP2TestPeer(requestClientCertificates: true) { request in
+            served.count.add(1, ordering: .relaxed)
+            if request.path == "/drop" { return request.connection.abort() }
+            let subject = request.connection.peerCertificateSubject
+            request.respond(status: 200, headers: [HeaderField("x-uid", subject?.uid ?? "none"),
+                                                   HeaderField("x-cn", subject?.commonName ?? "none")])
+        }
+    }
+
+    private static func issue(_ bundleID: String, by authority: CertificateAuthority) throws -> IssuedCertificate {
+        try CertificateAuthority.issueAPNsClientCertificate(bundleID: bundleID, caCertificatePEM: authority.caCertificatePEM,
+                                                            caKeyPEM: authority.caKeyPEM)
+    }
+
+    @Test func requestsCarryTheClientCertificatesSubjectAcrossAResumedSession() async throws {
+        let peer = try Self.peer()
+        let client = try peer.client(certificate: try Self.issue("com.example.app", by: peer.authority))
+        let first = try await client.send(HTTP2Request(method: "GET", path: "/"))
+        #expect(first.header("x-uid") == "com.example.app")
+        #expect(first.header("x-cn") == "Apple Push Services: com.example.app")
+        await #expect(throws: HTTP2Error.self) { try await client.send(HTTP2Request(method: "GET", path: "/drop")) }
+        let second = try await client.send(HTTP2Request(method: "GET", path: "/"))
+        #expect(second.header("x-uid") == "com.example.app")
+        let statistics = await client.statistics()
+        #expect(statistics.connectionsOpened == 2)
+        #expect(statistics.resumedSessions == 1, "the second connection resumed the first one's TLS session")
+        client.shutdown()
+    }
+
+    @Test func aClientWithoutACertificateIsServedWithNoSubject() async throws {
+        let peer = try Self.peer()
+        let client = try peer.client()
+        let response = try await client.send(HTTP2Request(method: "GET", path: "/"))
+        #expect(response.status == 200)
+        #expect(response.header("x-uid") == "none")
+        client.shutdown()
+    }
+
+    /// The server refuses it in the TLS handshake, so no request reaches the handler; the
+    /// client sees the connection fail (a TLS 1.3 client learns it after its own handshake is
+    /// done: the server's alert, or a reset when the server closed with frames unread).
+    @Test func aCertificateFromAnotherAuthorityIsNeverServed() async throws {
+        let served = Served()
+        let peer = try Self.peer(served: served)
+        let client = try peer.client(certificate: try Self.issue("com.example.app", by: try CertificateAuthority.generate()))
+        await #expect {
+            try await client.send(HTTP2Request(method: "GET", path: "/", timeoutNanoseconds: 5_000_000_000))
+        } throws: { error in
+            guard let error = error as? HTTP2Error else { return false }
+            return [.connectionLost, .tlsHandshakeFailed].contains(error.code)
+        }
+        #expect(served.count.load(ordering: .relaxed) == 0)
+        client.shutdown()
+    }
+}
+
+/// Requests the handler saw.
+private final class Served: Sendable {
+    let count = Atomic<Int>(0)
+}
