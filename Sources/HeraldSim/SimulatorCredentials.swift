@@ -4,10 +4,12 @@ public import HeraldCrypto
 /// The files a simulator's state directory holds, so that any client can trust it and
 /// authenticate to it: `ca.pem` + `ca-key.pem` (the CA clients trust), `server.pem` +
 /// `server-key.pem` (its TLS identity, for 127.0.0.1, localhost and the names asked for),
-/// `apns-key.p8` + `apns.json` (`key_id`, `team_id`, `bundle_id`) and `fcm-service-account.json`
-/// (whose `token_uri` points at the simulator). Existing files are kept, so a restarted simulator
-/// is trusted by clients that already read them; any tool that writes the same files (another
-/// simulator, a real app's credentials) is interchangeable.
+/// `apns-key.p8` + `apns.json` (`key_id`, `team_id`, `bundle_id`), `apns-client.pem` +
+/// `apns-client-key.pem` + `apns-client.p12` (an APNs client certificate for the bundle, signed
+/// by the CA, for certificate auth) and `fcm-service-account.json` (whose `token_uri` points at
+/// the simulator). Existing files are kept, so a restarted simulator is trusted by clients that
+/// already read them; any tool that writes the same files (another simulator, a real app's
+/// credentials) is interchangeable.
 public struct SimulatorCredentials: Sendable {
     public let directory: URL
     public let caCertificatePEM: String
@@ -18,6 +20,10 @@ public struct SimulatorCredentials: Sendable {
     public let apnsKeyID: String
     public let teamID: String
     public let bundleID: String
+    /// APNs certificate auth: a client certificate for `bundleID` (subject UID) signed by the CA,
+    /// and its PKCS#8 key, as in ``apnsClientCertificateFile`` and ``apnsClientKeyFile``.
+    public let apnsClientCertificatePEM: String
+    public let apnsClientKeyPEM: String
     /// The FCM service account's signing key, project and identity.
     public let fcmKey: PrivateKey
     public let fcmProjectID: String
@@ -38,15 +44,37 @@ public struct SimulatorCredentials: Sendable {
         /// The server certificate lacked a name and the directory has no `ca-key.pem` (older
         /// simulators did not keep it): a new CA too. Clients must read `ca.pem` again.
         case authorityReplaced(added: CertificateNames)
+        /// The APNs client certificate was missing and the directory has no `ca-key.pem` to sign
+        /// one: a new CA, and a server certificate with the same names from it. Clients must
+        /// read `ca.pem` again.
+        case authorityReplacedForClientCertificate
 
         /// Whether `ca.pem` is new, so clients that loaded the old one no longer trust the simulator.
         public var changesAuthority: Bool {
             switch self {
             case .kept, .serverCertificateReissued: false
-            case .created, .authorityReplaced: true
+            case .created, .authorityReplaced, .authorityReplacedForClientCertificate: true
             }
         }
     }
+
+    /// The APNs client certificate's file in the state directory (PEM).
+    public static let apnsClientCertificateFile = "apns-client.pem"
+    /// Its private key's file (PKCS#8 PEM, mode 0600).
+    public static let apnsClientKeyFile = "apns-client-key.pem"
+    /// Both as PKCS#12 (mode 0600), as Apple's portal and Keychain hand them out, protected by
+    /// ``apnsClientPKCS12Password``.
+    public static let apnsClientPKCS12File = "apns-client.p12"
+    /// The `.p12` file's password. A fixed, documented one: tools open the file unattended, and
+    /// the file's mode, not the password, keeps the key from other users.
+    public static let apnsClientPKCS12Password = "herald-sim"
+
+    /// Where ``apnsClientCertificateFile`` is.
+    public var apnsClientCertificateURL: URL { directory.appendingPathComponent(Self.apnsClientCertificateFile) }
+    /// Where ``apnsClientKeyFile`` is.
+    public var apnsClientKeyURL: URL { directory.appendingPathComponent(Self.apnsClientKeyFile) }
+    /// Where ``apnsClientPKCS12File`` is.
+    public var apnsClientPKCS12URL: URL { directory.appendingPathComponent(Self.apnsClientPKCS12File) }
 
     /// Why a state directory could not be read or written.
     public struct Failure: Error, Sendable, CustomStringConvertible {
@@ -58,7 +86,9 @@ public struct SimulatorCredentials: Sendable {
     /// address) and `fcmPort` decide the service account's `token_uri`; an existing file with
     /// another host or port is rewritten with the same key. The server certificate names
     /// 127.0.0.1, localhost, `publicHost` and `certificateNames`; one that lacks any of them is
-    /// signed again by the same CA when `ca-key.pem` is there (see ``CertificateUpdate``).
+    /// signed again by the same CA when `ca-key.pem` is there (see ``CertificateUpdate``). The
+    /// APNs client certificate is signed again when the CA is new or `apns.json` names another
+    /// bundle; a missing `.p12` is written from the kept certificate and key.
     public static func prepare(directory: URL, fcmPort: Int, publicHost: String = "127.0.0.1",
                                certificateNames: CertificateNames = CertificateNames()) throws(Failure) -> SimulatorCredentials {
         // Not IPv6: it would need brackets in the URL, and HERALD_FCM_TOKEN_HOSTS matches hosts as written.
@@ -70,14 +100,38 @@ public struct SimulatorCredentials: Sendable {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let file = { (name: String) in directory.appendingPathComponent(name) }
             func read(_ name: String) -> String? { try? String(contentsOf: file(name), encoding: .utf8) }
-            func write(_ name: String, _ text: String, secret: Bool = false) throws {
-                try text.write(to: file(name), atomically: true, encoding: .utf8)
+            func write(_ name: String, _ bytes: [UInt8], secret: Bool = false) throws {
+                try Data(bytes).write(to: file(name), options: .atomic)
                 if secret { try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file(name).path) }
             }
+            func write(_ name: String, _ text: String, secret: Bool = false) throws { try write(name, Array(text.utf8), secret: secret) }
+
+            // The APNs identity first: the client certificate names its bundle.
+            let apnsKey: PrivateKey
+            if let pem = read("apns-key.p8") {
+                apnsKey = try PrivateKey(pem: pem)
+            } else {
+                apnsKey = try PrivateKey.generate(.ecP256)
+                try write("apns-key.p8", try apnsKey.pkcs8PEM(), secret: true)
+            }
+            var apnsInfo = (try? JSONSerialization.jsonObject(with: Data(contentsOf: file("apns.json")))) as? [String: Any] ?? [:]
+            if apnsInfo["key_id"] == nil || apnsInfo["team_id"] == nil || apnsInfo["bundle_id"] == nil {
+                apnsInfo = ["key_id": randomID(10), "team_id": randomID(10), "bundle_id": "dev.herald.demo"]
+                try write("apns.json", String(decoding: try JSONSerialization.data(withJSONObject: apnsInfo, options: [.sortedKeys, .prettyPrinted]), as: UTF8.self) + "\n")
+            }
+            guard let keyID = apnsInfo["key_id"] as? String, let teamID = apnsInfo["team_id"] as? String,
+                  let bundleID = apnsInfo["bundle_id"] as? String
+            else { throw Failure(message: "the state directory \(directory.path) holds incomplete credentials") }
 
             var ca = read("ca.pem")
             var serverCertificate = read("server.pem")
             var serverKey = read("server-key.pem")
+            let caKey = read("ca-key.pem")
+            var clientCertificate = read(apnsClientCertificateFile)
+            var clientKey = read(apnsClientKeyFile)
+            // One for another bundle (apns.json was edited), or unreadable, is replaced.
+            let clientCertificateFits = clientKey != nil
+                && clientCertificate.flatMap { try? CertificateSubject(certificatePEM: $0) }?.uid == bundleID
             var certificateUpdate = CertificateUpdate.kept
             var authority: CertificateAuthority?
             if ca == nil || serverCertificate == nil || serverKey == nil {
@@ -88,7 +142,7 @@ public struct SimulatorCredentials: Sendable {
                 let stored = serverCertificate.flatMap { try? CertificateNames(certificatePEM: $0) } ?? CertificateNames()
                 if !stored.contains(serverNames) {
                     let added = serverNames.subtracting(stored)
-                    if let ca, let caKey = read("ca-key.pem"),
+                    if let ca, let caKey,
                        let reissued = try? CertificateAuthority.reissue(caCertificatePEM: ca, caKeyPEM: caKey, serverNames: serverNames) {
                         certificateUpdate = .serverCertificateReissued(added: added)
                         authority = reissued
@@ -96,6 +150,10 @@ public struct SimulatorCredentials: Sendable {
                         certificateUpdate = .authorityReplaced(added: added)
                         authority = try CertificateAuthority.generate(serverNames: serverNames)
                     }
+                } else if !clientCertificateFits && caKey == nil {
+                    // Only a new CA can sign it; its server certificate keeps every name the old one had.
+                    certificateUpdate = .authorityReplacedForClientCertificate
+                    authority = try CertificateAuthority.generate(serverNames: stored.union(serverNames))
                 }
             }
             if let authority {
@@ -111,17 +169,19 @@ public struct SimulatorCredentials: Sendable {
                 (serverCertificate, serverKey) = (authority.serverCertificatePEM, authority.serverKeyPEM)
             }
 
-            let apnsKey: PrivateKey
-            if let pem = read("apns-key.p8") {
-                apnsKey = try PrivateKey(pem: pem)
-            } else {
-                apnsKey = try PrivateKey.generate(.ecP256)
-                try write("apns-key.p8", try apnsKey.pkcs8PEM(), secret: true)
-            }
-            var apnsInfo = (try? JSONSerialization.jsonObject(with: Data(contentsOf: file("apns.json")))) as? [String: Any] ?? [:]
-            if apnsInfo["key_id"] == nil || apnsInfo["team_id"] == nil || apnsInfo["bundle_id"] == nil {
-                apnsInfo = ["key_id": randomID(10), "team_id": randomID(10), "bundle_id": "dev.herald.demo"]
-                try write("apns.json", String(decoding: try JSONSerialization.data(withJSONObject: apnsInfo, options: [.sortedKeys, .prettyPrinted]), as: UTF8.self) + "\n")
+            // A new CA no longer trusts the old client certificate.
+            if certificateUpdate.changesAuthority || !clientCertificateFits {
+                guard let ca, let signingKey = authority?.caKeyPEM ?? caKey else {
+                    throw Failure(message: "the state directory \(directory.path) has no ca-key.pem to sign the APNs client certificate")
+                }
+                let issued = try CertificateAuthority.issueAPNsClientCertificate(bundleID: bundleID, caCertificatePEM: ca, caKeyPEM: signingKey)
+                try write(apnsClientKeyFile, issued.keyPEM, secret: true)
+                try write(apnsClientCertificateFile, issued.certificatePEM)
+                try write(apnsClientPKCS12File, try pkcs12(issued, bundleID: bundleID), secret: true)
+                (clientCertificate, clientKey) = (issued.certificatePEM, issued.keyPEM)
+            } else if let clientCertificate, let clientKey, !FileManager.default.fileExists(atPath: file(apnsClientPKCS12File).path) {
+                let kept = IssuedCertificate(certificatePEM: clientCertificate, keyPEM: clientKey)
+                try write(apnsClientPKCS12File, try pkcs12(kept, bundleID: bundleID), secret: true)
             }
 
             let tokenURI = "https://\(publicHost):\(fcmPort)/token"
@@ -143,12 +203,12 @@ public struct SimulatorCredentials: Sendable {
                           String(decoding: try JSONSerialization.data(withJSONObject: account, options: [.sortedKeys, .prettyPrinted]), as: UTF8.self) + "\n",
                           secret: true)
             }
-            guard let ca, let serverCertificate, let serverKey, let keyID = apnsInfo["key_id"] as? String, let teamID = apnsInfo["team_id"] as? String,
-                  let bundleID = apnsInfo["bundle_id"] as? String, let projectID = account["project_id"] as? String,
-                  let clientEmail = account["client_email"] as? String
+            guard let ca, let serverCertificate, let serverKey, let clientCertificate, let clientKey,
+                  let projectID = account["project_id"] as? String, let clientEmail = account["client_email"] as? String
             else { throw Failure(message: "the state directory \(directory.path) holds incomplete credentials") }
             return SimulatorCredentials(directory: directory, caCertificatePEM: ca, serverCertificatePEM: serverCertificate, serverKeyPEM: serverKey,
-                                        apnsKey: apnsKey, apnsKeyID: keyID, teamID: teamID, bundleID: bundleID, fcmKey: fcmKey,
+                                        apnsKey: apnsKey, apnsKeyID: keyID, teamID: teamID, bundleID: bundleID,
+                                        apnsClientCertificatePEM: clientCertificate, apnsClientKeyPEM: clientKey, fcmKey: fcmKey,
                                         fcmProjectID: projectID, fcmClientEmail: clientEmail, fcmTokenURI: tokenURI,
                                         certificateUpdate: certificateUpdate)
         } catch let failure as Failure {
@@ -156,6 +216,11 @@ public struct SimulatorCredentials: Sendable {
         } catch {
             throw Failure(message: "cannot prepare the state directory \(directory.path): \(error)")
         }
+    }
+
+    /// The `.p12` form of an APNs client certificate, named as Keychain names Apple's.
+    private static func pkcs12(_ certificate: IssuedCertificate, bundleID: String) throws(CryptoError) -> [UInt8] {
+        try certificate.pkcs12(password: apnsClientPKCS12Password, friendlyName: "Apple Push Services: \(bundleID)")
     }
 
     /// An APNs provider token for this key, issued at `issuedAt` (epoch seconds).

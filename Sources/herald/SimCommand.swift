@@ -82,6 +82,9 @@ enum SimCommand {
         case .authorityReplaced(let added):
             Console.error("herald sim: server.pem did not name \(added) and \(stateDir) has no ca-key.pem to sign a new one: "
                           + "made a new CA; clients must load ca.pem again")
+        case .authorityReplacedForClientCertificate:
+            Console.error("herald sim: \(stateDir) has no ca-key.pem to sign an APNs client certificate: "
+                          + "made a new CA; clients must load ca.pem again")
         }
         let ready = ["apns_port": simulator.apnsPort, "fcm_port": simulator.fcmPort] as [String: Any]
         var line = String(decoding: (try? JSONSerialization.data(withJSONObject: ready, options: [.sortedKeys])) ?? Data(), as: UTF8.self)
