@@ -7,9 +7,14 @@ import Synchronization
 /// A strict loopback APNs: validates requests as APNs does (`shared/reference/protocols.md`
 /// §A2–A7) and answers with APNs's status codes and reason strings.
 ///
-/// With token auth it advertises one stream until the connection's first valid token, then
-/// `maxConcurrentStreams`, as APNs does. `@unchecked Sendable`: per-connection state lives in
-/// the connection's `context` and is touched only on its loop; shared state is behind locks.
+/// It takes a provider token (`authorization: bearer …`) or, on a connection whose client
+/// certificate the simulator's CA issued, the certificate: its subject UID is the one bundle it
+/// may push to. A request that carries a token is judged by the token, certificate or not.
+///
+/// It advertises one stream until the connection's first authenticated request, then
+/// `maxConcurrentStreams`, as APNs does with token auth. `@unchecked Sendable`: per-connection
+/// state lives in the connection's `context` and is touched only on its loop; shared state is
+/// behind locks.
 public final class APNsSimulator: @unchecked Sendable {
     private let credentials: SimulatorCredentials
     private let publicKey: PublicKey
@@ -86,21 +91,36 @@ public final class APNsSimulator: @unchecked Sendable {
             return reject(400, "BadDeviceToken")
         }
 
-        // Authentication (A4).
-        guard let authorization = request.header("authorization"), authorization.lowercased().hasPrefix("bearer "),
-              authorization.count > 7 else { return reject(403, "MissingProviderToken") }
-        let jwt = String(authorization.dropFirst(7))
-        switch verify(jwt) {
-        case .invalid: return reject(403, "InvalidProviderToken")
-        case .expired: return reject(403, "ExpiredProviderToken")
-        case .valid(let team):
-            if let first = state.teamID, first != team { return reject(403, "InvalidProviderToken") }
-            state.teamID = team
-        }
-        let otherAppOfTeam = teamBundleIDs.contains { topic == $0 + suffix }
-        guard topic == credentials.bundleID + suffix || otherAppOfTeam else {
-            if topic.hasPrefix(credentials.bundleID) { return reject(400, "BadTopic") }
-            return reject(400, "TopicDisallowed")
+        // Authentication (A4): the token when there is one, else the client certificate.
+        // `otherApp`: a topic the credential may push to, of an app whose devices these are not.
+        let otherApp: Bool
+        if let authorization = request.header("authorization"), authorization.lowercased().hasPrefix("bearer "), authorization.count > 7 {
+            switch verify(String(authorization.dropFirst(7))) {
+            case .invalid: return reject(403, "InvalidProviderToken")
+            case .expired: return reject(403, "ExpiredProviderToken")
+            case .valid(let team):
+                if let first = state.teamID, first != team { return reject(403, "InvalidProviderToken") }
+                state.teamID = team
+            }
+            otherApp = teamBundleIDs.contains { topic == $0 + suffix }
+            guard topic == credentials.bundleID + suffix || otherApp else {
+                if topic.hasPrefix(credentials.bundleID) { return reject(400, "BadTopic") }
+                return reject(400, "TopicDisallowed")
+            }
+        } else if let subject = request.connection.peerCertificateSubject {
+            // The TLS handshake verified it; Apple's certificates name their bundle in the UID.
+            guard let bundleID = subject.uid, !bundleID.isEmpty else { return reject(403, "BadCertificate") }
+            guard topic == bundleID + suffix else {
+                if APNsSimulator.pushTypes.values.contains(where: { topic == bundleID + $0 }) { return reject(400, "BadTopic") }
+                return reject(400, "TopicDisallowed")
+            }
+            // A2.1: location pushes are token auth only. Which reason Apple gives is not known
+            // (protocols.md part D); InvalidPushType is A2.1's answer for a type a certificate
+            // connection does not support.
+            if pushType == "location" { return reject(400, "InvalidPushType") }
+            otherApp = bundleID != credentials.bundleID
+        } else {
+            return reject(403, "MissingProviderToken")
         }
         if !state.authenticated {
             state.authenticated = true
@@ -117,7 +137,7 @@ public final class APNsSimulator: @unchecked Sendable {
         if pushType == "liveactivity", let problem = APNsSimulator.liveActivityProblem(payload) { return reject(400, problem) }
 
         // Devices and faults. Every simulated device belongs to the credentials' bundle.
-        if otherAppOfTeam { return reject(400, "DeviceTokenNotForTopic", violation: false) }
+        if otherApp { return reject(400, "DeviceTokenNotForTopic", violation: false) }
         if faults.unregistered.isUnregistered(token) {
             let timestamp = Int64(Date().timeIntervalSince1970 * 1000) - 60_000
             return reject(410, "Unregistered", violation: false, extra: ["timestamp": .int(timestamp)])

@@ -82,6 +82,9 @@ public final class Simulator: Sendable {
         credentials = try SimulatorCredentials.prepare(directory: configuration.stateDirectory, fcmPort: fcmPort,
                                                        publicHost: configuration.publicHost, certificateNames: configuration.certificateNames)
         let tls = try TLSContext(serverCertificatePEM: credentials.serverCertificatePEM, keyPEM: credentials.serverKeyPEM)
+        // APNs asks for client certificates (certificate auth) and refuses ones its CA did not issue.
+        let apnsTLS = try TLSContext(serverCertificatePEM: credentials.serverCertificatePEM, keyPEM: credentials.serverKeyPEM,
+                                     clientCertificateAuthorityPEM: credentials.caCertificatePEM)
         let faults = SimulatorFaultSwitch(configuration.faults)
         self.faults = faults
         let apnsLog = SimulatorLog(perToken: configuration.logPerToken)
@@ -95,7 +98,7 @@ public final class Simulator: Sendable {
                                    log: fcmLog)
         let apnsStats = self.apnsStats
         let fcmStats = self.fcmStats
-        apnsServer = HTTP2Server(configuration: apnsServerConfiguration, tls: tls, group: group, onConnection: { connection in
+        apnsServer = HTTP2Server(configuration: apnsServerConfiguration, tls: apnsTLS, group: group, onConnection: { connection in
             apnsStats.recordConnection()
             connection.simulatorState.openedAt = SimulatorFaultSwitch.monotonicNow
             if faults.refusesConnections() {

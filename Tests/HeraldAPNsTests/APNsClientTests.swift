@@ -115,14 +115,47 @@ import Testing
     }
 
     /// Certificate auth: the client certificate goes on the TLS connection and no bearer token is
-    /// sent; the simulator only knows token auth, so it answers MissingProviderToken.
-    @Test func certificateAuthSendsNoBearerToken() async throws {
+    /// sent; the simulator takes the certificate it issued for the bundle, for its topics.
+    @Test func certificateAuthIsAcceptedForTheBundleAndItsVoIPTopic() async throws {
         let fixture = try APNsSimulatorFixture()
-        let certificate = try CertificateAuthority.generate(commonName: "Herald test client")
-        let client = try fixture.client(authentication: .certificate(certificatePEM: certificate.serverCertificatePEM,
-                                                                      keyPEM: certificate.serverKeyPEM))
+        let client = try fixture.client(authentication: try fixture.certificateAuthentication())
         defer { client.shutdown() }
-        #expect(await client.send(try alert()) == .credentialFault(reason: "MissingProviderToken"))
+        let notification = try alert()
+        #expect(await client.send(notification) == .accepted(apnsID: notification.apnsID))
+        let voip = APNsNotification(deviceToken: APNsSimulatorFixture.deviceToken(2), pushType: .voip, payload: Array(#"{"aps":{}}"#.utf8),
+                                    apnsID: APNsNotification.apnsID(jobID: "call", subscriptionID: APNsClientTests.subscription))
+        #expect(await client.send(voip) == .accepted(apnsID: voip.apnsID))
+        #expect(fixture.tokens.tokensMinted == 0)
+        #expect(fixture.simulator.apnsStats.snapshot.accepted == 2)
+        #expect(fixture.violations == 0)
+    }
+
+    /// The certificate names one bundle: an app configured with another bundle id sends topics
+    /// the certificate does not cover, which halts the app's sends.
+    @Test func certificateForAnotherBundleIsTopicDisallowed() async throws {
+        let fixture = try APNsSimulatorFixture()
+        let client = try fixture.client(authentication: try fixture.certificateAuthentication(), bundleID: "com.example.other")
+        defer { client.shutdown() }
+        let outcome = await client.send(try alert())
+        #expect(outcome == .credentialFault(reason: "TopicDisallowed"))
+        #expect(outcome.receiptReason == .credentials)
+    }
+
+    /// A certificate the simulator's CA did not issue fails the TLS handshake, as Apple's does:
+    /// no request reaches the simulator, and the client sees a transport failure.
+    @Test func certificateFromAnotherCAFailsTheHandshake() async throws {
+        let fixture = try APNsSimulatorFixture()
+        let stranger = try CertificateAuthority.generate(commonName: "Herald test client CA")
+        let certificate = try CertificateAuthority.issueAPNsClientCertificate(
+            bundleID: fixture.simulator.credentials.bundleID, caCertificatePEM: stranger.caCertificatePEM, caKeyPEM: stranger.caKeyPEM)
+        let client = try fixture.client(authentication: .certificate(certificatePEM: certificate.certificatePEM, keyPEM: certificate.keyPEM))
+        defer { client.shutdown() }
+        let outcome = await client.send(try alert())
+        guard case .retryable = outcome else {
+            Issue.record("expected a retryable transport failure, got \(outcome)")
+            return
+        }
+        #expect(fixture.simulator.apnsStats.snapshot.requests == 0)
         #expect(fixture.tokens.tokensMinted == 0)
     }
 

@@ -26,13 +26,22 @@ final class APNsSimulatorFixture: @unchecked Sendable {
         client = try APNsClient(configuration: APNsSimulatorFixture.configuration(simulator, directory), authentication: .token(tokens), loop: loop)
     }
 
-    /// A second client on the same simulator, with other credentials.
-    func client(authentication: APNsAuthentication) throws -> APNsClient {
-        try APNsClient(configuration: APNsSimulatorFixture.configuration(simulator, directory), authentication: authentication, loop: loop)
+    /// A second client on the same simulator, with other credentials, for `bundleID` (else the simulator's).
+    func client(authentication: APNsAuthentication, bundleID: String? = nil) throws -> APNsClient {
+        try APNsClient(configuration: APNsSimulatorFixture.configuration(simulator, directory, bundleID: bundleID), authentication: authentication,
+                       loop: loop)
     }
 
-    private static func configuration(_ simulator: Simulator, _ directory: URL) -> APNsConfiguration {
-        var apns = APNsConfiguration(bundleID: simulator.credentials.bundleID)
+    /// Certificate auth with the client certificate the simulator wrote (`apns-client.pem`,
+    /// `apns-client-key.pem`), read from the files as a provider would.
+    func certificateAuthentication() throws -> APNsAuthentication {
+        let credentials = simulator.credentials
+        return .certificate(certificatePEM: try String(contentsOf: credentials.apnsClientCertificateURL, encoding: .utf8),
+                            keyPEM: try String(contentsOf: credentials.apnsClientKeyURL, encoding: .utf8))
+    }
+
+    private static func configuration(_ simulator: Simulator, _ directory: URL, bundleID: String? = nil) -> APNsConfiguration {
+        var apns = APNsConfiguration(bundleID: bundleID ?? simulator.credentials.bundleID)
         apns.hostOverride = "127.0.0.1"
         apns.port = simulator.apnsPort
         apns.caFile = directory.appendingPathComponent("ca.pem").path

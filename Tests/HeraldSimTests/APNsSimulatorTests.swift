@@ -117,6 +117,104 @@ import Testing
         client.shutdown()
     }
 
+    /// Certificate auth: no token, and the client certificate's UID is the bundle it may push
+    /// to, with each push type's topic suffix.
+    @Test func aClientCertificateAuthenticatesPushesToItsBundlesTopics() async throws {
+        let fixture = try SimulatorFixture()
+        let client = try fixture.client(port: fixture.simulator.apnsPort, certificate: try fixture.apnsClientCertificate())
+        let bundleID = fixture.simulator.credentials.bundleID
+        func send(_ pushType: String, topic: String? = nil, body: String = #"{"aps":{"alert":"hi"}}"#) async throws -> (Int, String?) {
+            let response = try await client.send(try fixture.apnsCertificateRequest(token: SimulatorFixture.deviceToken(4), pushType: pushType,
+                                                                                    topic: topic, body: body))
+            return (response.status, SimulatorFixture.reason(response))
+        }
+        let liveActivity = #"{"aps":{"event":"update","timestamp":1,"content-state":{}}}"#
+        #expect(try await send("alert") == (200, nil))
+        #expect(try await send("voip", topic: bundleID + ".voip") == (200, nil))
+        #expect(try await send("liveactivity", topic: bundleID + ".push-type.liveactivity", body: liveActivity) == (200, nil))
+        #expect(try await send("complication", topic: bundleID + ".complication") == (200, nil))
+        #expect(try await send("alert", topic: "com.other.app") == (400, "TopicDisallowed"))
+        #expect(try await send("voip", topic: "com.other.app.voip") == (400, "TopicDisallowed"))
+        // Another bundle that only starts like this one is not this one.
+        #expect(try await send("alert", topic: bundleID + "x") == (400, "TopicDisallowed"))
+        #expect(try await send("voip", topic: bundleID) == (400, "BadTopic"))
+        #expect(try await send("location", topic: bundleID + ".location-query") == (400, "InvalidPushType"))
+        let stats = fixture.simulator.apnsStats.snapshot
+        #expect(stats.accepted == 4 && stats.reasons["TopicDisallowed"] == 3)
+        client.shutdown()
+    }
+
+    /// A request that carries a provider token is judged by the token, certificate or not.
+    @Test func aTokenOnACertificateConnectionIsJudgedAsAToken() async throws {
+        let fixture = try SimulatorFixture()
+        let client = try fixture.client(port: fixture.simulator.apnsPort, certificate: try fixture.apnsClientCertificate())
+        let token = SimulatorFixture.deviceToken(5)
+        let forged = try JWT.sign(header: #"{"alg":"ES256","kid":"\#(fixture.simulator.credentials.apnsKeyID)"}"#,
+                                  claims: #"{"iss":"\#(fixture.simulator.credentials.teamID)","iat":\#(Int(Date().timeIntervalSince1970))}"#,
+                                  key: try PrivateKey.generate(.ecP256))
+        let refused = try await client.send(try fixture.apnsRequest(token: token, providerToken: forged))
+        #expect(refused.status == 403 && SimulatorFixture.reason(refused) == "InvalidProviderToken")
+        #expect(try await client.send(try fixture.apnsRequest(token: token)).status == 200)
+        client.shutdown()
+    }
+
+    /// A certificate the CA issued for another app: its topics are its own, but the simulated
+    /// devices belong to apns.json's bundle.
+    @Test func aCertificateForAnotherBundleOwnsOnlyThatBundlesTopics() async throws {
+        let fixture = try SimulatorFixture()
+        let directory = fixture.simulator.credentials.directory
+        let other = try CertificateAuthority.issueAPNsClientCertificate(
+            bundleID: "com.example.other", caCertificatePEM: fixture.simulator.credentials.caCertificatePEM,
+            caKeyPEM: try String(contentsOf: directory.appendingPathComponent("ca-key.pem"), encoding: .utf8))
+        let client = try fixture.client(port: fixture.simulator.apnsPort, certificate: other)
+        let token = SimulatorFixture.deviceToken(6)
+        let ownTopic = try await client.send(try fixture.apnsCertificateRequest(token: token, topic: "com.example.other"))
+        #expect(ownTopic.status == 400 && SimulatorFixture.reason(ownTopic) == "DeviceTokenNotForTopic")
+        let simulatorsTopic = try await client.send(try fixture.apnsCertificateRequest(token: token))
+        #expect(simulatorsTopic.status == 400 && SimulatorFixture.reason(simulatorsTopic) == "TopicDisallowed")
+        client.shutdown()
+    }
+
+    /// As Apple does, a certificate the simulator's CA did not issue fails the TLS handshake:
+    /// no request is ever processed. The client sees the server's alert, or a reset when the
+    /// server closed with the client's first frames unread.
+    @Test func aCertificateFromAnotherCAFailsTheHandshake() async throws {
+        let fixture = try SimulatorFixture()
+        let stranger = try CertificateAuthority.generate(commonName: "Another CA")
+        let certificate = try CertificateAuthority.issueAPNsClientCertificate(
+            bundleID: fixture.simulator.credentials.bundleID, caCertificatePEM: stranger.caCertificatePEM, caKeyPEM: stranger.caKeyPEM)
+        let client = try fixture.client(port: fixture.simulator.apnsPort, certificate: certificate)
+        var request = try fixture.apnsCertificateRequest(token: SimulatorFixture.deviceToken(7))
+        request.timeoutNanoseconds = 5_000_000_000
+        await #expect {
+            _ = try await client.send(request)
+        } throws: { error in
+            guard let error = error as? HTTP2Error else { return false }
+            return [.connectionLost, .tlsHandshakeFailed].contains(error.code)
+        }
+        #expect(fixture.simulator.apnsStats.snapshot.requests == 0)
+        client.shutdown()
+    }
+
+    /// Certificate auth raises the one stream of a new connection with its first push, as a
+    /// valid token does.
+    @Test func manyStreamsAfterTheFirstCertificatePush() async throws {
+        let fixture = try SimulatorFixture(maxConcurrentStreams: 500)
+        let client = try fixture.client(port: fixture.simulator.apnsPort, certificate: try fixture.apnsClientCertificate())
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<300 {
+                let request = try fixture.apnsCertificateRequest(token: SimulatorFixture.deviceToken(index))
+                group.addTask { try await client.send(request).status }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(statuses.allSatisfy { $0 == 200 })
+        let statistics = await client.statistics()
+        #expect(statistics.connectionsOpened == 1)
+        #expect(statistics.maxStreamsInFlightOnOneConnection > 1)
+        client.shutdown()
+    }
+
     /// GOAWAY after every 100 requests during 20,000: every request answered once, every token
     /// delivered exactly once (refused streams are resent, processed ones are not).
     @Test func goawayEveryHundredLosesAndDuplicatesNothing() async throws {

@@ -29,11 +29,35 @@ final class SimulatorFixture: @unchecked Sendable {
 
     var caFile: String { directory.appendingPathComponent("ca.pem").path }
 
-    /// A client of `host:port` that checks the server certificate against `serverName` (else `host`).
-    func client(port: Int, maxConnections: Int = 1, host: String = "127.0.0.1", serverName: String? = nil) throws -> HTTP2Client {
+    /// A client of `host:port` that checks the server certificate against `serverName` (else `host`),
+    /// and presents `certificate` (APNs certificate auth) when given.
+    func client(port: Int, maxConnections: Int = 1, host: String = "127.0.0.1", serverName: String? = nil,
+                certificate: IssuedCertificate? = nil) throws -> HTTP2Client {
         var configuration = HTTP2Client.Configuration(host: host, port: port, serverName: serverName)
         configuration.maxConnections = maxConnections
-        return HTTP2Client(configuration: configuration, tls: try TLSContext(client: caFile), loop: loop)
+        let tls = try TLSContext(client: caFile, clientCertificatePEM: certificate?.certificatePEM, clientKeyPEM: certificate?.keyPEM)
+        return HTTP2Client(configuration: configuration, tls: tls, loop: loop)
+    }
+
+    /// The APNs client certificate the simulator wrote, read from its files as a provider would.
+    func apnsClientCertificate() throws -> IssuedCertificate {
+        let credentials = simulator.credentials
+        return IssuedCertificate(certificatePEM: try String(contentsOf: credentials.apnsClientCertificateURL, encoding: .utf8),
+                                 keyPEM: try String(contentsOf: credentials.apnsClientKeyURL, encoding: .utf8))
+    }
+
+    /// A request for certificate auth: no `authorization`, and `topic` (else the bundle's for `pushType`).
+    func apnsCertificateRequest(token: String, pushType: String = "alert", topic: String? = nil,
+                                body: String = #"{"aps":{"alert":"hi"}}"#) throws -> HTTP2Request {
+        var request = try apnsRequest(token: token, pushType: pushType, body: body)
+        request.headers = request.headers.compactMap { header in
+            switch header.name {
+            case "authorization": nil
+            case "apns-topic": topic.map { HeaderField("apns-topic", $0) } ?? header
+            default: header
+            }
+        }
+        return request
     }
 
     /// A request APNs accepts, for `token`.
