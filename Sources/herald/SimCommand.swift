@@ -11,6 +11,12 @@ enum SimCommand {
                       [--latency-ms MS] [--stall-rate X] [--stall-every S --stall-seconds D] [--refuse-connections-for S]
                       [--date-offset S]
            herald sim token --state-dir DIR
+      --state-dir DIR: where it keeps, writing each unless present: ca.pem + ca-key.pem (the CA clients
+      trust), server.pem + server-key.pem, apns-key.p8 + apns.json (key_id, team_id, bundle_id),
+      apns-client.pem + apns-client-key.pem + apns-client.p12 (password herald-sim: an APNs client
+      certificate for apns.json's bundle, signed by the CA) and fcm-service-account.json.
+      APNs takes a provider token, or, without one, a client certificate the CA issued on the TLS
+      connection (certificate auth: its UID is the one bundle it may push to).
       --listen ADDRESS: the IPv4 address to listen on (default 127.0.0.1; 0.0.0.0 for every interface).
       --public-host HOST: the DNS name or IPv4 address clients reach it by (default 127.0.0.1): the
       token_uri of fcm-service-account.json names it, and so does the server certificate.
