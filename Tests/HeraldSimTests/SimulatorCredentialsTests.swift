@@ -154,6 +154,22 @@ import Testing
         }
     }
 
+    /// `herald apps add --apns-certificate DIR/apns-client.p12` reads it with ClientIdentity:
+    /// the bundle id comes from the UID, without OpenSSL's legacy provider.
+    @Test func clientIdentityReadsTheP12AsItReadsApples() throws {
+        try withDirectory { directory in
+            let credentials = try SimulatorCredentials.prepare(directory: directory, fcmPort: 8444)
+            let identity = try ClientIdentity.load(Array(try Data(contentsOf: credentials.apnsClientPKCS12URL)),
+                                                   password: SimulatorCredentials.apnsClientPKCS12Password)
+            #expect(identity.subjectUID == credentials.bundleID)
+            #expect(identity.commonName == "Apple Push Services: \(credentials.bundleID)")
+            #expect(identity.certificatePEM == credentials.apnsClientCertificatePEM)
+            #expect(throws: CryptoError.self) {
+                try ClientIdentity.load(Array(try Data(contentsOf: credentials.apnsClientPKCS12URL)), password: "wrong")
+            }
+        }
+    }
+
     @Test func aRestartKeepsTheClientCertificateAndWritesOnlyWhatIsMissing() async throws {
         try await withDirectory { directory in
             _ = try SimulatorCredentials.prepare(directory: directory, fcmPort: 8444)
