@@ -80,6 +80,25 @@ struct TestPushCommandTests {
             #expect(renderedAnswer["topic"]?.stringValue?.isEmpty == false, "\(rendered.stdout)")
             let apnsAfter = try await simulator.stats(.ios)
             #expect(apnsAfter.requests == apnsBefore.requests, "APNs saw \(apnsAfter.requests - apnsBefore.requests) requests")
+
+            // Certificate auth end to end: `herald apps add` reads the simulator's .p12 (its
+            // password from a variable), and the push goes out on a TLS connection that presents
+            // the certificate, with no provider token; the simulator accepts it for the bundle.
+            var withPassword = environment
+            withPassword["SIM_P12_PASSWORD"] = SimulatorCredentials.apnsClientPKCS12Password
+            let p12 = simulator.stateDirectory.appendingPathComponent(SimulatorCredentials.apnsClientPKCS12File).path
+            let added = try await Subprocess.runDetached(TestEnvironment.heraldBinary, [
+                "apps", "add", "--id", "cert", "--name", "Certificate app", "--apns-certificate", p12,
+                "--apns-certificate-password-env", "SIM_P12_PASSWORD", "--apns-environment", "sandbox",
+            ], environment: withPassword, timeout: 60)
+            #expect(added.status == 0, "\(added.stderr)")
+            let certificateBefore = try await simulator.stats(.ios)
+            let viaCertificate = try await Subprocess.runDetached(TestEnvironment.heraldBinary, [
+                "send", "--token", ios, "--platform", "ios", "--app", "cert", "--title", "Signed by certificate",
+            ], environment: environment, timeout: 60)
+            #expect(viaCertificate.status == 0 && viaCertificate.stdout.contains(#""outcome":"accepted""#),
+                    "exit \(viaCertificate.status): \(viaCertificate.stdout) \(viaCertificate.stderr)")
+            #expect(try await simulator.stats(.ios).accepted == certificateBefore.accepted + 1)
         }
     }
 }
