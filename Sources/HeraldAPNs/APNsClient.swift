@@ -126,6 +126,7 @@ public final class APNsClient: Sendable {
             if outcome == .accepted(apnsID: "") { return .accepted(apnsID: request.headers.first { $0.name == "apns-id" }?.value ?? "") }
             return outcome
         } catch {
+            if case .certificate = authentication { return APNsOutcome.classify(error, certificateAuth: true) }
             return APNsOutcome.classify(error)
         }
     }

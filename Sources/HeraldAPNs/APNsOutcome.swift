@@ -57,10 +57,24 @@ public enum APNsOutcome: Sendable, Equatable {
     }
 
     /// A transport failure: retryable (the pipeline's attempt limit bounds it), except after shutdown.
-    public static func classify(_ error: HTTP2Error) -> APNsOutcome {
+    public static func classify(_ error: HTTP2Error, certificateAuth: Bool = false) -> APNsOutcome {
         if error.code == .shutdown { return .permanent(status: 0, reason: "\(error)") }
-        return .retryable(reason: "\(error)", retryAfterSeconds: nil)
+        let text = "\(error)"
+        // With certificate auth, APNs refuses a bad, expired, revoked or foreign certificate with a
+        // TLS alert: during the handshake (TLS 1.2) or on the first read after it (TLS 1.3). That
+        // is the app's credential, like a bad key: halt it rather than retry every device.
+        if certificateAuth, let alert = clientCertificateAlerts.first(where: { text.contains($0) }) {
+            return .credentialFault(reason: "the APNs server refused the app's certificate (\(alert))")
+        }
+        return .retryable(reason: text, retryAfterSeconds: nil)
     }
+
+    /// OpenSSL's texts for the TLS alerts a server sends about the client's certificate (never
+    /// for a failure to verify the server's: that reads "certificate verify failed").
+    static let clientCertificateAlerts = [
+        "alert bad certificate", "alert unsupported certificate", "alert certificate revoked", "alert certificate expired",
+        "alert certificate unknown", "alert unknown ca", "alert access denied", "alert certificate required",
+    ]
 
     /// The receipt reason for this outcome (nil when accepted).
     public var receiptReason: Receipt.Reason? {

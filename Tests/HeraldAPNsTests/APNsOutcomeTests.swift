@@ -38,6 +38,19 @@ import Testing
         #expect(APNsOutcome.classify(HTTP2Error(.goaway(retryable: true), "goaway")).receiptReason == .retry)
     }
 
+    /// A server's TLS alert about the client certificate is the app's credential under
+    /// certificate auth; the same text under token auth, or a failure to verify the server, is not.
+    @Test func certificateAlertsAreCredentialFaultsOnlyUnderCertificateAuth() {
+        let revoked = HTTP2Error(.tlsHandshakeFailed, "TLS handshake failed: error:0A000414:SSL routines::sslv3 alert certificate revoked")
+        #expect(APNsOutcome.classify(revoked, certificateAuth: true)
+                == .credentialFault(reason: "the APNs server refused the app's certificate (alert certificate revoked)"))
+        #expect(APNsOutcome.classify(revoked).receiptReason == .retry)
+        let unknownCA = HTTP2Error(.connectionLost, "TLS read failed: error:0A000418:SSL routines::tlsv1 alert unknown ca")
+        #expect(APNsOutcome.classify(unknownCA, certificateAuth: true) == .credentialFault(reason: "the APNs server refused the app's certificate (alert unknown ca)"))
+        let ourTrust = HTTP2Error(.tlsHandshakeFailed, "TLS handshake failed: certificate verification: certificate verify failed")
+        #expect(APNsOutcome.classify(ourTrust, certificateAuth: true).receiptReason == .retry)
+    }
+
     @Test(arguments: ["InvalidProviderToken", "MissingProviderToken", "BadCertificate", "BadCertificateEnvironment",
                       "BadEnvironmentKeyIdInToken", "BadEnvironmentKeyInToken", "Forbidden", "ExpiredProviderToken"])
     func credentialFaults(reason: String) {
