@@ -72,10 +72,10 @@ public final class HTTP2Server: @unchecked Sendable {
         public var initialWindowSize: UInt32 = 1 << 20
         /// Larger request bodies are refused with RST_STREAM.
         public var maxRequestBodyBytes = 1 << 20
-        /// Every response carries a `date` header (IMF-fixdate), as Apple's and Google's servers'
-        /// do, shifted by this many seconds from this host's clock (a simulator's skewed clock,
-        /// for `herald doctor`'s clock check).
-        public var dateOffsetSeconds: Int64 = 0
+        /// The `date` header's text for a clock reading (seconds since the Unix epoch); nil sends
+        /// none. The simulators send IMF-fixdate as Apple's and Google's servers do (`HTTPDate`),
+        /// optionally skewed for `herald doctor`'s clock check. Called at most once a second.
+        public var dateHeader: (@Sendable (Int64) -> String)?
 
         /// Creates a configuration.
         public init(host: String = "127.0.0.1", port: Int = 0) {
@@ -280,7 +280,7 @@ public final class HTTP2ServerConnection: HTTP2Transport {
         request.response = body
         var fields = [HeaderField(":status", String(status))]
         fields.append(contentsOf: headers)
-        fields.append(HeaderField("date", currentDate()))
+        if let date = currentDate() { fields.append(HeaderField("date", date)) }
         if !body.isEmpty { fields.append(HeaderField("content-length", String(body.count))) }
         _ = try? withNVs(fields) { (nvs: UnsafeMutableBufferPointer<nghttp2_nv>) throws(HPACKError) -> Int32 in
             if body.isEmpty {
@@ -307,11 +307,12 @@ public final class HTTP2ServerConnection: HTTP2Transport {
 
     /// The `date` header's text, formatted once a second.
     private var dateCache: (second: Int64, text: String) = (.min, "")
-    private func currentDate() -> String {
+    private func currentDate() -> String? {
+        guard let dateHeader = configuration.dateHeader else { return nil }
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
-        let second = Int64(now.tv_sec) + configuration.dateOffsetSeconds
-        if second != dateCache.second { dateCache = (second, HTTPDate.format(second)) }
+        let second = Int64(now.tv_sec)
+        if second != dateCache.second { dateCache = (second, dateHeader(second)) }
         return dateCache.text
     }
 

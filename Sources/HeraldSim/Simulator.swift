@@ -73,10 +73,11 @@ public final class Simulator: Sendable {
         let host = configuration.listenAddress
         var fcmServerConfiguration = HTTP2Server.Configuration(host: host, port: configuration.fcmPort)
         fcmServerConfiguration.maxConcurrentStreams = configuration.maxConcurrentStreams
-        fcmServerConfiguration.dateOffsetSeconds = configuration.dateOffsetSeconds
+        let offset = configuration.dateOffsetSeconds
+        fcmServerConfiguration.dateHeader = { HTTPDate.format($0 + offset) }
         var apnsServerConfiguration = HTTP2Server.Configuration(host: host, port: configuration.apnsPort)
         apnsServerConfiguration.maxConcurrentStreams = configuration.maxConcurrentStreams
-        apnsServerConfiguration.dateOffsetSeconds = configuration.dateOffsetSeconds
+        apnsServerConfiguration.dateHeader = { HTTPDate.format($0 + offset) }
         let fcmPort = configuration.fcmPort != 0 ? configuration.fcmPort : try FreePort.find(on: listenAddress)
         fcmServerConfiguration.port = fcmPort
         credentials = try SimulatorCredentials.prepare(directory: configuration.stateDirectory, fcmPort: fcmPort,

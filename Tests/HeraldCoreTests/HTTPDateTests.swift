@@ -1,5 +1,5 @@
 import Foundation
-import HeraldHTTP2
+import HeraldCore
 import Testing
 
 @Suite struct HTTPDateTests {
