@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Glibc
+import HeraldCore
 import Synchronization
 
 /// A tiny plain-HTTP/1.1 server for `/healthz`, `/readyz` and `/metrics` (Prometheus scrapes plain HTTP).
@@ -318,7 +319,7 @@ final class HealthServerLoop: @unchecked Sendable {
                 pollFDs.append(pollfd(fd: connection.fd, events: events, revents: 0))
                 pollIDs.append(id)
             }
-            let timeout = max(0, min(1000, Self.milliseconds(now.duration(to: earliest)) + 1))
+            let timeout = max(0, min(1000, now.duration(to: earliest).milliseconds + 1))
             let ready = poll(&pollFDs, nfds_t(pollFDs.count), Int32(timeout))
             if ready < 0 && errno != EINTR {
                 // Only EFAULT/EINVAL/ENOMEM are possible here; back off rather than spin.
@@ -361,13 +362,6 @@ final class HealthServerLoop: @unchecked Sendable {
             expire()
         }
         shutDown()
-    }
-
-    private static func milliseconds(_ duration: Duration) -> Int {
-        let (seconds, attoseconds) = duration.components
-        if seconds > 1000 { return 1_000_000 }
-        if seconds < -1000 { return -1_000_000 }
-        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
     }
 
     private func acceptAll() {
