@@ -173,7 +173,9 @@ struct PostgresPoolTests {
 
     @Test func transactionsCommitOrRollBackAndStatementTimeoutApplies() async throws {
         let database = try await TestDatabase.create()
-        let pool = PostgresPool(PostgresPoolConfiguration(url: database.url, size: 1, statementTimeout: .milliseconds(200)))
+        // 1 s: enough that the setup statements never hit it on a loaded CI machine (200 ms did,
+        // once, for CREATE TABLE), short enough that pg_sleep(3) always does.
+        let pool = PostgresPool(PostgresPoolConfiguration(url: database.url, size: 1, statementTimeout: .seconds(1)))
         try await pool.query("CREATE TABLE t (v int)", idempotent: false)
         try await pool.withTransaction { connection throws(PostgresError) in
             try await connection.query("INSERT INTO t VALUES (1)")
@@ -186,7 +188,7 @@ struct PostgresPoolTests {
         }
         #expect(try await pool.query("SELECT array_agg(v)::text FROM t").rows == [["{1}"]])
         await #expect {
-            try await pool.query("SELECT pg_sleep(2)")
+            try await pool.query("SELECT pg_sleep(3)")
         } throws: { error in
             (error as? PostgresError)?.sqlState == "57014"
         }
