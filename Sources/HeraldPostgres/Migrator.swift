@@ -42,6 +42,13 @@ public struct Migrator: Sendable {
         self.migrations = migrations.sorted { $0.version < $1.version }
     }
 
+    /// The newest migration version applied to the database behind `pool` (0 when none); a
+    /// database without Herald's schema table is an error whose message names it.
+    public static func appliedVersion(_ pool: PostgresPool) async throws(PostgresError) -> Int {
+        let rows = try await pool.query("SELECT COALESCE(max(version), 0)::text FROM herald_schema_migrations")
+        return rows.rows.first?.first.flatMap { $0 }.flatMap { Int($0) } ?? 0
+    }
+
     /// Applies every migration not yet applied, in order.
     public func migrate(_ connection: PostgresConnection) async throws(PostgresError) -> Outcome {
         var outcome = Outcome()

@@ -69,8 +69,7 @@ public final class Worker: Sendable {
         poolConfiguration.applicationName = "herald-\(configuration.workerID)"
         let pool = PostgresPool(poolConfiguration)
         do {
-            let rows = try await pool.query("SELECT COALESCE(max(version), 0) FROM herald_schema_migrations")
-            let applied = rows.rows.first?.first.flatMap { $0 }.flatMap { Int($0) } ?? 0
+            let applied = try await Migrator.appliedVersion(pool)
             let latest = Migration.all.map(\.version).max() ?? 0
             guard applied >= latest else {
                 await pool.close()

@@ -39,8 +39,7 @@ enum DoctorCommand {
                 checks.append(Doctor.Check(name: "postgres", ok: true, detail: "answers (\(Int(received.timeIntervalSince(sent) * 1000)) ms)"))
                 let host = (sent.timeIntervalSince1970 + received.timeIntervalSince1970) / 2
                 checks.append(Doctor.skew(hostMinusDatabaseSeconds: host - database))
-                let applied = try await pool.query("SELECT COALESCE(max(version), 0)::text FROM herald_schema_migrations")
-                checks.append(Doctor.migrations(applied: applied.rows.first?.first.flatMap { $0 }.flatMap { Int($0) } ?? 0,
+                checks.append(Doctor.migrations(applied: try await Migrator.appliedVersion(pool),
                                                 embedded: Migration.all.map(\.version).max() ?? 0))
                 do {
                     let key = try CredentialsKey.fromEnvironment(CommandEnvironment.variables)

@@ -43,6 +43,19 @@ struct MigratorTests {
         #expect(again.applied.isEmpty)
         #expect(again.alreadyApplied == Migration.all.count)
         await connection.close()
+        let pool = PostgresPool(PostgresPoolConfiguration(url: database.url, size: 1))
+        #expect(try await Migrator.appliedVersion(pool) == Migration.all.map(\.version).max())
+        await pool.close()
+        await database.drop()
+    }
+
+    @Test func appliedVersionIsZeroBeforeTheFirstAndAnErrorWithoutTheSchema() async throws {
+        let database = try await TestDatabase.create()
+        let pool = PostgresPool(PostgresPoolConfiguration(url: database.url, size: 1))
+        await #expect(throws: PostgresError.self) { try await Migrator.appliedVersion(pool) }
+        try await pool.query("CREATE TABLE herald_schema_migrations (version int PRIMARY KEY)", idempotent: false)
+        #expect(try await Migrator.appliedVersion(pool) == 0)
+        await pool.close()
         await database.drop()
     }
 
