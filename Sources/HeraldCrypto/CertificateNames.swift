@@ -36,12 +36,11 @@ public struct CertificateNames: Sendable, Hashable, CustomStringConvertible {
 
     /// The subjectAltName of the first certificate in `pem` (no names when it has none).
     public init(certificatePEM pem: String) throws(CryptoError) {
-        let bio = try MemoryBIO(Array(pem.utf8))
-        guard let certificate = PEM_read_bio_X509(bio.pointer, nil, nil, nil) else {
-            _ = drainOpenSSLErrors()
-            throw CryptoError(.certificate, "not a PEM certificate")
-        }
-        defer { X509_free(certificate) }
+        self = try withPEMCertificate(pem) { certificate throws(CryptoError) in CertificateNames(certificate: certificate) }
+    }
+
+    /// The subjectAltName of an `X509` the caller keeps owning.
+    init(certificate: OpaquePointer) {
         guard let extensionValue = X509_get_ext_d2i(certificate, NID_subject_alt_name, nil, nil) else {
             _ = drainOpenSSLErrors()
             return

@@ -17,13 +17,7 @@ public struct CertificateSubject: Sendable, Hashable {
 
     /// The subject of the first certificate in `pem`.
     public init(certificatePEM pem: String) throws(CryptoError) {
-        let bio = try MemoryBIO(Array(pem.utf8))
-        guard let certificate = PEM_read_bio_X509(bio.pointer, nil, nil, nil) else {
-            _ = drainOpenSSLErrors()
-            throw CryptoError(.certificate, "not a PEM certificate")
-        }
-        defer { X509_free(certificate) }
-        self.init(certificate: certificate)
+        self = try withPEMCertificate(pem) { certificate throws(CryptoError) in CertificateSubject(certificate: certificate) }
     }
 
     /// The subject of an `X509` the caller keeps owning.

@@ -55,9 +55,9 @@ public struct ClientIdentity: Sendable, Equatable {
         guard PEM_write_bio_PrivateKey(keyBIO.pointer, key, nil, nil, 0, nil, nil) == 1 else { throw CryptoError.openssl(.invalidKey, "cannot write the key") }
         certificatePEM = String(decoding: certificateBIO.contents, as: UTF8.self)
         keyPEM = String(decoding: keyBIO.contents, as: UTF8.self)
-        let subject = X509_get_subject_name(certificate)
-        subjectUID = Self.entry(subject, NID_userId)
-        commonName = Self.entry(subject, NID_commonName)
+        let subject = CertificateSubject(certificate: certificate)
+        subjectUID = subject.uid
+        commonName = subject.commonName
         var end = tm()
         guard let notAfterTime = X509_get0_notAfter(certificate), ASN1_TIME_to_tm(notAfterTime, &end) == 1 else {
             throw CryptoError.openssl(.certificate, "the certificate has no readable expiry")
@@ -138,17 +138,6 @@ public struct ClientIdentity: Sendable, Equatable {
         }
         guard let certificate, let key else { throw CryptoError(.certificate, "the .p12 holds no certificate with its private key") }
         return try ClientIdentity(certificate: certificate, key: key)
-    }
-
-    private static func entry(_ name: OpaquePointer?, _ nid: Int32) -> String? {
-        guard let name else { return nil }
-        let index = X509_NAME_get_index_by_NID(name, nid, -1)
-        guard index >= 0, let entry = X509_NAME_get_entry(name, index), let data = X509_NAME_ENTRY_get_data(entry) else { return nil }
-        var utf8: UnsafeMutablePointer<UInt8>?
-        let length = ASN1_STRING_to_UTF8(&utf8, data)
-        guard length >= 0, let utf8 else { return nil }
-        defer { CRYPTO_free(utf8, #fileID, #line) }
-        return String(decoding: UnsafeBufferPointer(start: utf8, count: Int(length)), as: UTF8.self)
     }
 }
 

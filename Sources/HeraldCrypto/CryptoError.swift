@@ -71,3 +71,15 @@ final class MemoryBIO {
 
     deinit { BIO_free(pointer) }
 }
+
+/// Runs `body` with the first certificate of `pem` (freed afterwards); "not a PEM certificate"
+/// when there is none. The one PEM certificate reader of HeraldCrypto's inspecting types.
+func withPEMCertificate<T>(_ pem: String, _ body: (OpaquePointer) throws(CryptoError) -> T) throws(CryptoError) -> T {
+    let bio = try MemoryBIO(Array(pem.utf8))
+    guard let certificate = PEM_read_bio_X509(bio.pointer, nil, nil, nil) else {
+        _ = drainOpenSSLErrors()
+        throw CryptoError(.certificate, "not a PEM certificate")
+    }
+    defer { X509_free(certificate) }
+    return try body(certificate)
+}

@@ -20,12 +20,10 @@ public struct IssuedCertificate: Sendable {
     /// the key and the certificate, an HMAC-SHA-256 integrity check.
     public func pkcs12(password: String, friendlyName: String? = nil) throws(CryptoError) -> [UInt8] {
         let key = try PrivateKey(pem: keyPEM)
-        let bio = try MemoryBIO(Array(certificatePEM.utf8))
-        guard let certificate = PEM_read_bio_X509(bio.pointer, nil, nil, nil) else {
-            _ = drainOpenSSLErrors()
-            throw CryptoError(.certificate, "not a PEM certificate")
-        }
-        defer { X509_free(certificate) }
+        return try withPEMCertificate(certificatePEM) { certificate throws(CryptoError) in try pkcs12(certificate, key, password, friendlyName) }
+    }
+
+    private func pkcs12(_ certificate: OpaquePointer, _ key: PrivateKey, _ password: String, _ friendlyName: String?) throws(CryptoError) -> [UInt8] {
         // Zero for the algorithms and iteration counts: OpenSSL's defaults, not the legacy
         // RC2/3DES ones that OpenSSL 3 no longer reads without its legacy provider.
         guard let p12 = PKCS12_create(password, friendlyName, key.pointer, certificate, nil, 0, 0, 0, 0, 0) else {
