@@ -29,7 +29,7 @@ let package = Package(
         .target(name: "HeraldHTTP2", dependencies: ["CNghttp2", "CLinux", "HeraldCrypto"], swiftSettings: swiftSettings),
         .target(name: "HeraldAPNs", dependencies: ["HeraldHTTP2", "HeraldCore", "HeraldCrypto"], swiftSettings: swiftSettings),
         .target(name: "HeraldFCM", dependencies: ["HeraldHTTP2", "HeraldCore", "HeraldCrypto"], swiftSettings: swiftSettings),
-        .target(name: "HeraldKafka", dependencies: ["CRdKafka"], swiftSettings: swiftSettings),
+        .target(name: "HeraldKafka", dependencies: ["CRdKafka", "HeraldCore"], swiftSettings: swiftSettings),
         .target(name: "HeraldPostgres", dependencies: ["CLibPQ", "HeraldCore", "HeraldCrypto"], swiftSettings: swiftSettings),
         .target(
             name: "HeraldWorker",

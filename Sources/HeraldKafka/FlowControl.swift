@@ -9,8 +9,9 @@ struct FlowControl: Sendable {
     enum Action: Equatable, Sendable {
         /// Poll, taking at most `room` messages.
         case poll(room: Int)
-        /// Take nothing for a moment.
-        case hold
+        /// Take nothing until the application finishes some work, or until `until`, when the
+        /// budget will have been full for `pauseAfter`.
+        case hold(until: ContinuousClock.Instant)
         /// Pause the held partitions, then poll for callbacks only.
         case pause
         /// Resume the held partitions, then poll.
@@ -33,7 +34,7 @@ struct FlowControl: Sendable {
         if !isPaused && inFlight >= maximum {
             let since = fullSince ?? now
             fullSince = since
-            guard now - since >= pauseAfter else { return .hold }
+            guard now - since >= pauseAfter else { return .hold(until: since.advanced(by: pauseAfter)) }
             isPaused = true
             fullSince = nil
             return .pause

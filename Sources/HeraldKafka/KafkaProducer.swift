@@ -306,32 +306,6 @@ private final class DeliveryBatch: Sendable {
     }
 }
 
-/// Owns an `rd_kafka_t` and destroys it.
-///
-/// `@unchecked Sendable`: librdkafka's `rd_kafka_t` is thread-safe for the calls Herald makes
-/// on it (poll, produce, commit, pause from any thread), and the pointer never changes.
-final class RDKafkaClient: @unchecked Sendable {
-    let pointer: OpaquePointer
-    /// An object librdkafka callbacks point at (as their opaque), kept alive until the handle is destroyed.
-    private let callbackContext: AnyObject?
-
-    /// Creates the client; takes ownership of `conf` on success and destroys it on failure.
-    init(type: rd_kafka_type_t, conf: OpaquePointer, callbackContext: AnyObject? = nil) throws(KafkaError) {
-        var errorText = [CChar](repeating: 0, count: 512)
-        guard let client = rd_kafka_new(type, conf, &errorText, errorText.count) else {
-            rd_kafka_conf_destroy(conf)
-            let reason = String(decoding: errorText.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            throw KafkaError(.clientCreation, reason)
-        }
-        pointer = client
-        self.callbackContext = callbackContext
-    }
-
-    deinit {
-        rd_kafka_destroy(pointer)
-    }
-}
-
 /// A flag one thread sets and another polls.
 final class StopFlag: Sendable {
     private let flag = Atomic<Bool>(false)

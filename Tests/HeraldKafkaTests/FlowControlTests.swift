@@ -12,18 +12,18 @@ import Testing
 
     @Test func aBrieflyFullBudgetHoldsOffWithoutPausing() {
         var flow = FlowControl(maximum: 100, resumeLevel: 50, pauseAfter: .milliseconds(250))
-        #expect(flow.next(inFlight: 100, now: start) == .hold)
-        #expect(flow.next(inFlight: 100, now: start + .milliseconds(200)) == .hold)
+        #expect(flow.next(inFlight: 100, now: start) == .hold(until: start + .milliseconds(250)))
+        #expect(flow.next(inFlight: 100, now: start + .milliseconds(200)) == .hold(until: start + .milliseconds(250)))
         // The application caught up in time: no pause, and the full-since clock starts over.
         #expect(flow.next(inFlight: 90, now: start + .milliseconds(240)) == .poll(room: 10))
-        #expect(flow.next(inFlight: 100, now: start + .milliseconds(300)) == .hold)
-        #expect(flow.next(inFlight: 100, now: start + .milliseconds(500)) == .hold)
+        #expect(flow.next(inFlight: 100, now: start + .milliseconds(300)) == .hold(until: start + .milliseconds(550)))
+        #expect(flow.next(inFlight: 100, now: start + .milliseconds(500)) == .hold(until: start + .milliseconds(550)))
         #expect(!flow.isPaused)
     }
 
     @Test func aBudgetFullForLongPausesThenResumesBelowTheResumeLevel() {
         var flow = FlowControl(maximum: 100, resumeLevel: 50, pauseAfter: .milliseconds(250))
-        #expect(flow.next(inFlight: 100, now: start) == .hold)
+        #expect(flow.next(inFlight: 100, now: start) == .hold(until: start + .milliseconds(250)))
         #expect(flow.next(inFlight: 120, now: start + .milliseconds(250)) == .pause)
         #expect(flow.isPaused)
         // Paused: it polls only to serve callbacks, and does not resume above the resume level.
