@@ -1,6 +1,7 @@
 internal import CRdKafka
 import Dispatch
 import Foundation
+import HeraldCore
 import Synchronization
 
 /// An idempotent Kafka producer whose `send` returns once the broker has acknowledged the message.
@@ -18,6 +19,9 @@ public final class KafkaProducer: Sendable {
     /// Turns of the poll thread so far (about every 100 ms, idle or not): a liveness heartbeat.
     public var pollIterations: UInt64 { pollCounter.count }
     private let pollCounter = PollCounter()
+    /// Signalled by the poll thread after it served delivery reports while a batch waits for
+    /// room in librdkafka's queue.
+    private let room = RoomSignal()
     /// `message.max.bytes` as configured (key, value and headers together), to refuse oversized
     /// messages before librdkafka does.
     public let maximumMessageBytes: Int
@@ -50,11 +54,13 @@ public final class KafkaProducer: Sendable {
         self.stopped = stopped
         let client = handle
         let iterations = self.pollCounter
+        let room = self.room
         let poller = Thread {
             while !stopped.isSet {
                 iterations.tick()
-                rd_kafka_poll(client.pointer, 100)
+                if rd_kafka_poll(client.pointer, 100) > 0 { room.signal() }
             }
+            room.signal()
         }
         poller.name = "herald-kafka-producer-poll"
         poller.start()
@@ -154,7 +160,6 @@ public final class KafkaProducer: Sendable {
     /// not queued (then `box` was not retained and the caller completes it).
     private func enqueue(_ message: KafkaProducerMessage, box: DeliveryBox, waitWhenFull: Bool) -> KafkaError? {
         if let problem = KafkaProducer.validate(message, maximumBytes: maximumMessageBytes) { return problem }
-        var attempt = 0
         while true {
             let headers = KafkaProducer.makeHeaders(message.headers)
             let opaque = Unmanaged.passRetained(box).toOpaque()
@@ -168,9 +173,8 @@ public final class KafkaProducer: Sendable {
             let retriable = rd_kafka_error_is_retriable(error) != 0
             rd_kafka_error_destroy(error)
             if code == RD_KAFKA_RESP_ERR__QUEUE_FULL && waitWhenFull && !stopped.isSet {
-                // The poll thread drains delivery reports meanwhile; back off briefly.
-                attempt += 1
-                usleep(attempt < 10 ? 200 : 1_000)
+                // The poll thread drains delivery reports meanwhile; wait until it has served some.
+                room.wait(atMost: .milliseconds(100))
                 continue
             }
             if code == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE {
@@ -311,6 +315,28 @@ final class StopFlag: Sendable {
     private let flag = Atomic<Bool>(false)
     var isSet: Bool { flag.load(ordering: .acquiring) }
     func set() { flag.store(true, ordering: .releasing) }
+}
+
+/// Wakes a thread waiting for room in librdkafka's queue once the poll thread has served
+/// delivery reports. A signal nobody waits for is dropped, so a wait never returns early on a
+/// stale one by more than one turn.
+final class RoomSignal: Sendable {
+    private let waiting = Atomic<Bool>(false)
+    private let semaphore = DispatchSemaphore(value: 0)
+
+    func signal() {
+        if waiting.exchange(false, ordering: .acquiringAndReleasing) { semaphore.signal() }
+    }
+
+    /// Waits for the next signal, or for `limit`.
+    func wait(atMost limit: Duration) {
+        waiting.store(true, ordering: .releasing)
+        if semaphore.wait(timeout: .now() + .nanoseconds(Int(clamping: limit.nanoseconds))) == .timedOut,
+           !waiting.exchange(false, ordering: .acquiringAndReleasing) {
+            // A signal raced the timeout: take it, so the next wait does not end on it.
+            semaphore.wait()
+        }
+    }
 }
 
 /// Turns of a poll thread, read from other threads.

@@ -110,5 +110,22 @@ extension KafkaMockClusterIntegration {
             #expect(read.last?.valueString == "after")
             await consumer.close()
         }
+
+        @Test func aBatchLargerThanLibrdkafkasQueueWaitsForRoomAndAllOfItIsAcknowledged() async throws {
+            let cluster = try EmbeddedKafkaCluster(brokers: 1)
+            let topic = TestEnvironment.uniqueName("queue-full")
+            try cluster.createTopic(topic, partitions: 2)
+            var properties = fastGroupProperties
+            properties["queue.buffering.max.messages"] = "50"
+            let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, properties: properties))
+            let messages = (0..<5_000).map { KafkaProducerMessage(topic: topic, key: "k\($0 % 7)", value: "v\($0)") }
+            let started = ContinuousClock.now
+            let results = await producer.sendAll(messages)
+            let failures = results.filter { if case .failure = $0 { true } else { false } }
+            #expect(results.count == 5_000)
+            #expect(failures.isEmpty, "\(failures.prefix(3))")
+            // 100 queue-fulls at the least; each waits for the poll thread, not for a timer.
+            #expect(ContinuousClock.now - started < .seconds(30))
+        }
     }
 }
