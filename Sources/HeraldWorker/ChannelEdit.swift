@@ -24,10 +24,10 @@ public struct ChannelEdit: Sendable, Equatable {
     public var vibration: Change<NotificationChannel.Setting<[Int]>> = .keep
     public var light: Change<NotificationChannel.Setting<String>> = .keep
     public var lockscreenVisibility: Change<NotificationChannel.Visibility> = .keep
-    public var badge: Change<Bool> = .keep
-    public var bypassDoNotDisturb: Change<Bool> = .keep
+    var badge: Change<Bool> = .keep
+    var bypassDoNotDisturb: Change<Bool> = .keep
     public var group: Change<String?> = .keep
-    public var pinnedAndroidID: Change<String?> = .keep
+    var pinnedAndroidID: Change<String?> = .keep
     public var iosSound: Change<String?> = .keep
     public var iosInterruptionLevel: Change<NotificationContent.InterruptionLevel?> = .keep
     public var iosRelevanceScore: Change<Double?> = .keep

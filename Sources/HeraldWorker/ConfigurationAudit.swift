@@ -4,10 +4,10 @@ import HeraldPostgres
 /// What `herald run` logs about its configuration at start (issue 21): `HERALD_*` variables it
 /// does not know, which are usually typos that would otherwise pass unnoticed, and the
 /// effective configuration with every secret left out. Pure.
-public enum ConfigurationAudit {
+enum ConfigurationAudit {
     /// Every `HERALD_*` variable Herald's code reads (`scripts/check-deploy.py` checks this list
     /// against the literals in `Sources/`, and that each is in docs/operations.md).
-    public static let knownVariables: Set<String> = [
+    static let knownVariables: Set<String> = [
         "HERALD_APNS_ENDPOINT", "HERALD_APNS_RATE_PER_MINUTE", "HERALD_CREDENTIALS_KEY", "HERALD_CREDENTIALS_KEY_FILE",
         "HERALD_CREDENTIALS_OLD_KEYS", "HERALD_DATABASE_ACQUIRE_TIMEOUT_MS", "HERALD_DATABASE_POOL_SIZE",
         "HERALD_DATABASE_STATEMENT_TIMEOUT_MS", "HERALD_DATABASE_URL", "HERALD_DATABASE_URL_FILE", "HERALD_DRAIN_SECONDS",
@@ -24,12 +24,12 @@ public enum ConfigurationAudit {
 
     /// Variables of Herald's own scripts and tests (`scripts/test`, `scripts/fuzz`, the test
     /// suites), harmless in a worker's environment.
-    public static let toolingPrefixes = ["HERALD_SKIP_", "HERALD_PG_", "HERALD_TEST_", "HERALD_PIPELINE_", "HERALD_BIN", "HERALD_WRITE_GOLDEN"]
+    static let toolingPrefixes = ["HERALD_SKIP_", "HERALD_PG_", "HERALD_TEST_", "HERALD_PIPELINE_", "HERALD_BIN", "HERALD_WRITE_GOLDEN"]
 
     /// The `HERALD_*` names in `environment` Herald does not read, sorted. Known: the list
     /// above, the `HERALD_KAFKA_PROPERTY_*` family (passed to librdkafka) and the tooling
     /// variables.
-    public static func unknownVariables(_ environment: [String: String]) -> [String] {
+    static func unknownVariables(_ environment: [String: String]) -> [String] {
         environment.keys.filter { name in
             name.hasPrefix("HERALD_") && !knownVariables.contains(name) && !name.hasPrefix("HERALD_KAFKA_PROPERTY_")
                 && !toolingPrefixes.contains { name.hasPrefix($0) }
@@ -38,7 +38,7 @@ public enum ConfigurationAudit {
 
     /// The effective configuration for the start log: no key, no password, the database URL
     /// without its password.
-    public static func summary(_ configuration: WorkerConfiguration) -> [String: JSONValue] {
+    static func summary(_ configuration: WorkerConfiguration) -> [String: JSONValue] {
         let database = (try? ConnectionInfo(configuration.databaseURL))?.redacted ?? "(unparsable URL)"
         var endpoints: [String: JSONValue] = [:]
         if let apns = configuration.endpoints.apns { endpoints["apns"] = .string(apns.description) }

@@ -64,7 +64,7 @@ public enum DeliveryOutcome: Sendable, Equatable {
 extension DeliveryOutcome {
     /// The `result` label of `herald_send_attempts_total`: what one request came to, apart from
     /// what became of the subscription (a retryable answer is an attempt, not an outcome).
-    public var attemptResult: String {
+    var attemptResult: String {
         switch self {
         case .accepted: "accepted"
         case .unregistered: "unregistered"

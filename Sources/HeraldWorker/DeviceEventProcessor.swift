@@ -12,12 +12,12 @@ public import HeraldPostgres
 /// (removed by retention) is dropped and counted in `herald_device_events_dropped_total`.
 /// The receipt is published before the sighting is recorded, so no transaction waits for the
 /// broker; a crash between the two repeats the receipt under the same id.
-public struct DeviceEventProcessor: Sendable {
+struct DeviceEventProcessor: Sendable {
     let context: PipelineContext
     let dedupe: DeviceEventDedupe
 
     /// A processor.
-    public init(context: PipelineContext, dedupe: DeviceEventDedupe) {
+    init(context: PipelineContext, dedupe: DeviceEventDedupe) {
         self.context = context
         self.dedupe = dedupe
     }
@@ -58,7 +58,7 @@ public struct DeviceEventProcessor: Sendable {
     }
 
     /// Handles one event message; true when its offset may be committed.
-    public func handle(_ message: KafkaMessage) async -> Bool {
+    func handle(_ message: KafkaMessage) async -> Bool {
         let event: DeviceEvent
         do {
             event = try DeviceEvent.decode(message.value)

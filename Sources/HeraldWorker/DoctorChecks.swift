@@ -6,7 +6,7 @@ public enum Doctor {
     public struct Check: Equatable, Sendable {
         public var name: String
         public var ok: Bool
-        public var detail: String
+        var detail: String
 
         /// A check's verdict.
         public init(name: String, ok: Bool, detail: String) {
@@ -21,7 +21,7 @@ public enum Doctor {
 
     /// The most clock difference tolerated between this host and PostgreSQL: leases,
     /// scheduled releases and expiries compare the two (docs/operations.md).
-    public static let maximumSkewSeconds = 2.0
+    static let maximumSkewSeconds = 2.0
 
     /// The most clock difference tolerated between this host and a provider's `date` header.
     /// The header has whole seconds and the request takes its round trip, so a tighter bound
@@ -29,7 +29,7 @@ public enum Doctor {
     /// (an APNs provider token expires an hour after its `iat`; Google refuses assertions "not in
     /// a reasonable timeframe"), yet a clock that far off already misplaces quiet hours and
     /// scheduled sends by half a minute.
-    public static let maximumProviderSkewSeconds: Int64 = 30
+    static let maximumProviderSkewSeconds: Int64 = 30
 
     /// What a provider's answer says of the clocks: `date` is its `date` header in seconds (nil
     /// when it sent none), `sent`/`received` this host's clock around the request.

@@ -8,14 +8,14 @@ public import HeraldPostgres
 /// one drops each subscription it still holds as `expired`, finishes it, and the job completes
 /// with totals that add up. Every worker runs one; a shard with a live lease is skipped, and a
 /// shard produced twice is harmless (the lease decides who runs it).
-public struct HaltedJobSweeper: Sendable {
+struct HaltedJobSweeper: Sendable {
     let administration: JobAdministration
     let publisher: ReceiptPublisher
     let log: WorkerLog
     let interval: Duration
 
     /// A sweeper over `administration`, producing shards through `publisher` every `interval`.
-    public init(administration: JobAdministration, publisher: ReceiptPublisher, log: WorkerLog, interval: Duration = .seconds(60)) {
+    init(administration: JobAdministration, publisher: ReceiptPublisher, log: WorkerLog, interval: Duration = .seconds(60)) {
         self.administration = administration
         self.publisher = publisher
         self.log = log
@@ -23,7 +23,7 @@ public struct HaltedJobSweeper: Sendable {
     }
 
     /// Sweeps every `interval` until `stop` is set; a failed sweep is logged and tried again.
-    public func run(stop: StopSignal) async {
+    func run(stop: StopSignal) async {
         while !stop.isSet {
             await stop.sleep(for: interval)
             if stop.isSet { return }
@@ -41,7 +41,7 @@ public struct HaltedJobSweeper: Sendable {
     }
 
     /// One sweep: the shards produced.
-    public func sweep() async throws -> [Shard] {
+    func sweep() async throws -> [Shard] {
         let found = try await administration.expiredHaltedShards()
         for urgent in [false, true] {
             let shards = found.filter { $0.urgent == urgent }.map(\.shard)

@@ -12,18 +12,18 @@ import Synchronization
 /// request per connection (`Connection: close`), request heads up to 8 KiB (431 beyond), a client
 /// that sends nothing for 5 s is dropped, and at most 64 connections are open at once (more wait
 /// in the listen backlog).
-public final class HealthServer: Sendable {
+final class HealthServer: Sendable {
     /// What the handler answers for a path.
-    public struct Response: Sendable {
+    struct Response: Sendable {
         /// The HTTP status code (200…599; anything else is sent as 500).
-        public var status: Int
+        var status: Int
         /// The `Content-Type` header.
-        public var contentType: String
+        var contentType: String
         /// The body, sent as UTF-8 (not sent for HEAD; `Content-Length` is always set).
-        public var body: String
+        var body: String
 
         /// Creates a response.
-        public init(status: Int, contentType: String = "text/plain; charset=utf-8", body: String) {
+        init(status: Int, contentType: String = "text/plain; charset=utf-8", body: String) {
             self.status = status
             self.contentType = contentType
             self.body = body
@@ -31,7 +31,7 @@ public final class HealthServer: Sendable {
     }
 
     /// The address this server listens on.
-    public let host: String
+    let host: String
     private let requestedPort: Int
     private let handler: @Sendable (_ path: String) async -> Response
     private let limits: HealthServerLimits
@@ -46,7 +46,7 @@ public final class HealthServer: Sendable {
     /// Creates a server for `host`:`port` (`port` 0 = an ephemeral port, see ``port`` after
     /// ``start()``); `handler` answers every GET or HEAD with the path, query string removed,
     /// and is where 404 comes from.
-    public convenience init(host: String = "0.0.0.0", port: Int, handler: @escaping @Sendable (_ path: String) async -> Response) {
+    convenience init(host: String = "0.0.0.0", port: Int, handler: @escaping @Sendable (_ path: String) async -> Response) {
         self.init(host: host, port: port, limits: HealthServerLimits(), handler: handler)
     }
 
@@ -63,7 +63,7 @@ public final class HealthServer: Sendable {
     }
 
     /// The bound port after ``start()`` (the requested one before).
-    public var port: Int {
+    var port: Int {
         lifecycle.withLock { state in
             switch state {
             case .idle: requestedPort
@@ -75,7 +75,7 @@ public final class HealthServer: Sendable {
     /// Binds, listens and starts serving on a thread of its own. Throws a ``HealthServerError``
     /// naming the address when it cannot bind (port in use, no permission, bad host), or when
     /// started twice.
-    public func start() throws {
+    func start() throws {
         try lifecycle.withLock { (state: inout Lifecycle) throws(HealthServerError) in
             guard case .idle = state else {
                 throw HealthServerError(code: .alreadyStarted, message: "the health server on \(host):\(requestedPort) was already started")
@@ -97,7 +97,7 @@ public final class HealthServer: Sendable {
 
     /// Closes the listener and every open connection, and waits (briefly) for the server thread
     /// to finish. Idempotent; a handler still running finds nobody to answer.
-    public func stop() {
+    func stop() {
         let loop: HealthServerLoop? = lifecycle.withLock { state in
             switch state {
             case .idle:
@@ -166,26 +166,26 @@ public final class HealthServer: Sendable {
 }
 
 /// Why a ``HealthServer`` could not start.
-public struct HealthServerError: Error, Sendable, Equatable, CustomStringConvertible {
+struct HealthServerError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What went wrong.
-    public struct Code: Sendable, Hashable {
+    struct Code: Sendable, Hashable {
         private let value: Int
         /// Binding or listening failed (the message says why and where).
-        public static let cannotBind = Code(value: 1)
+        static let cannotBind = Code(value: 1)
         /// ``HealthServer/start()`` was called twice, or after ``HealthServer/stop()``.
-        public static let alreadyStarted = Code(value: 2)
+        static let alreadyStarted = Code(value: 2)
         /// The wake-up pipe could not be made (out of file descriptors).
-        public static let resources = Code(value: 3)
+        static let resources = Code(value: 3)
     }
 
     /// What went wrong.
-    public let code: Code
+    let code: Code
     /// A message for people, naming the address.
-    public let message: String
+    let message: String
     /// Starting again will not help without a change (another port, a free one, more descriptors).
-    public var isRetryable: Bool { false }
+    var isRetryable: Bool { false }
     /// The message.
-    public var description: String { message }
+    var description: String { message }
 }
 
 /// Limits and timeouts of a ``HealthServer``; tests shorten the timeouts.

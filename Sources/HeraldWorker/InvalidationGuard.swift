@@ -9,9 +9,9 @@ import Synchronization
 /// the pending invalidations are discarded.
 ///
 /// A synchronous value type; ``InvalidationGuards`` shares one per (app, provider) in a worker.
-public struct InvalidationGuard: Sendable, Equatable {
+struct InvalidationGuard: Sendable, Equatable {
     /// The verdict on unregistered answers seen so far.
-    public enum Verdict: Sendable, Equatable {
+    enum Verdict: Sendable, Equatable {
         /// Too few answers yet: hold the invalidations.
         case undecided
         /// The invalid share is normal: apply them.
@@ -21,12 +21,12 @@ public struct InvalidationGuard: Sendable, Equatable {
     }
 
     /// Answers in the window (default 200).
-    public let window: Int
+    let window: Int
     /// Largest acceptable invalid share (default 0.2).
-    public let threshold: Double
+    let threshold: Double
     /// Below `window` answers in all, a shard that ends decides on what it saw; it trips only
     /// with at least this many invalid answers, so one dead token of three is not a "misconfiguration".
-    public let smallSampleMinimumInvalid: Int
+    let smallSampleMinimumInvalid: Int
 
     private var ring: [Bool] = []
     private var next = 0
@@ -34,7 +34,7 @@ public struct InvalidationGuard: Sendable, Equatable {
     private(set) var tripped = false
 
     /// A guard with the DESIGN §4 defaults.
-    public init(window: Int = 200, threshold: Double = 0.2, smallSampleMinimumInvalid: Int = 10) {
+    init(window: Int = 200, threshold: Double = 0.2, smallSampleMinimumInvalid: Int = 10) {
         self.window = max(1, window)
         self.threshold = min(max(threshold, 0), 1)
         self.smallSampleMinimumInvalid = max(1, smallSampleMinimumInvalid)
@@ -42,7 +42,7 @@ public struct InvalidationGuard: Sendable, Equatable {
     }
 
     /// Records one answer about a token (accepted: `invalid` false).
-    public mutating func record(invalid: Bool) {
+    mutating func record(invalid: Bool) {
         if ring.count < window {
             ring.append(invalid)
         } else {
@@ -64,11 +64,11 @@ public struct InvalidationGuard: Sendable, Equatable {
     }
 
     /// The verdict now. Once tripped it stays tripped until ``reset()`` (the provider was resumed).
-    public var verdict: Verdict { tripped ? .misconfigured : verdictOnWindow }
+    var verdict: Verdict { tripped ? .misconfigured : verdictOnWindow }
 
     /// The verdict for a shard that has ended while the window is not yet full: decide on the
     /// answers there are.
-    public var finalVerdict: Verdict {
+    var finalVerdict: Verdict {
         let current = verdict
         guard current == .undecided else { return current }
         let share = ring.isEmpty ? 0 : Double(invalidInWindow) / Double(ring.count)
@@ -76,19 +76,19 @@ public struct InvalidationGuard: Sendable, Equatable {
     }
 
     /// Forgets everything (after the app's provider was resumed).
-    public mutating func reset() {
+    mutating func reset() {
         self = InvalidationGuard(window: window, threshold: threshold, smallSampleMinimumInvalid: smallSampleMinimumInvalid)
     }
 }
 
 /// The guards of one worker, one per (app, provider), shared by every shard of the app.
-public final class InvalidationGuards: Sendable {
+final class InvalidationGuards: Sendable {
     private let guards = Mutex<[String: InvalidationGuard]>([:])
     private let window: Int
     private let threshold: Double
 
     /// Guards with `window` and `threshold` (see ``InvalidationGuard``).
-    public init(window: Int = 200, threshold: Double = 0.2) {
+    init(window: Int = 200, threshold: Double = 0.2) {
         self.window = window
         self.threshold = threshold
     }
@@ -96,7 +96,7 @@ public final class InvalidationGuards: Sendable {
     private static func key(_ appID: String, _ provider: String) -> String { appID + "\u{0}" + provider }
 
     /// Records an answer and returns the verdict after it.
-    public func record(appID: String, provider: String, invalid: Bool) -> InvalidationGuard.Verdict {
+    func record(appID: String, provider: String, invalid: Bool) -> InvalidationGuard.Verdict {
         guards.withLock { guards in
             let key = Self.key(appID, provider)
             var current = guards[key] ?? InvalidationGuard(window: window, threshold: threshold)
@@ -107,7 +107,7 @@ public final class InvalidationGuards: Sendable {
     }
 
     /// The verdict now (`final`: for a shard that has ended).
-    public func verdict(appID: String, provider: String, final: Bool = false) -> InvalidationGuard.Verdict {
+    func verdict(appID: String, provider: String, final: Bool = false) -> InvalidationGuard.Verdict {
         guards.withLock { guards in
             let current = guards[Self.key(appID, provider)] ?? InvalidationGuard(window: window, threshold: threshold)
             return final ? current.finalVerdict : current.verdict
@@ -115,7 +115,7 @@ public final class InvalidationGuards: Sendable {
     }
 
     /// Forgets the app's answers on `provider` (its halt was lifted).
-    public func reset(appID: String, provider: String) {
+    func reset(appID: String, provider: String) {
         _ = guards.withLock { $0.removeValue(forKey: Self.key(appID, provider)) }
     }
 }

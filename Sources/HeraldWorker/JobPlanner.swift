@@ -6,16 +6,16 @@ public import HeraldPostgres
 /// letter, never a crash or an endless retry), records them once by id (a replay never fans out
 /// twice), and plans them: a small explicit audience runs here at once as one shard; anything
 /// else is split into shards of `shardSize` published to `herald.shards`.
-public struct JobPlanner: Sendable {
+struct JobPlanner: Sendable {
     let context: PipelineContext
     let runner: ShardRunner
     let shardSize: Int
     /// Plans jobs with send_after, local_time, quiet hours or best hour into sub-jobs (issue 10).
-    public var scheduling: SchedulePlanner?
+    var scheduling: SchedulePlanner?
     let liveActivities: LiveActivityPlanner
 
     /// A planner; `liveActivities` holds the numbering marks of live activities.
-    public init(context: PipelineContext, runner: ShardRunner, shardSize: Int, liveActivities: LiveActivityRepository) {
+    init(context: PipelineContext, runner: ShardRunner, shardSize: Int, liveActivities: LiveActivityRepository) {
         self.context = context
         self.runner = runner
         self.shardSize = shardSize
@@ -24,7 +24,7 @@ public struct JobPlanner: Sendable {
 
     /// Handles one job message; true when its offset may be committed. A job that fails for
     /// good (``MessageFailure``) is dead-lettered with a `rejected` event, and the lane moves on.
-    public func handle(_ message: KafkaMessage) async -> Bool {
+    func handle(_ message: KafkaMessage) async -> Bool {
         let job: Job
         do {
             job = try Job.decode(message.value)

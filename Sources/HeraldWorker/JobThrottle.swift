@@ -8,7 +8,7 @@ public import HeraldPostgres
 /// that finishes puts its unused tokens back: the remaining shards then get its share.
 ///
 /// Used by one task (the shard run); not thread-safe.
-public final class JobThrottle {
+final class JobThrottle {
     let jobID: String
     let perMinute: Int64
     let repository: ThrottleRepository
@@ -16,7 +16,7 @@ public final class JobThrottle {
     private(set) var held = 0
 
     /// A throttle for `jobID` at `perMinute` sends a minute.
-    public init(jobID: String, perMinute: Int64, repository: ThrottleRepository) {
+    init(jobID: String, perMinute: Int64, repository: ThrottleRepository) {
         self.jobID = jobID
         self.perMinute = max(1, perMinute)
         self.repository = repository
@@ -29,7 +29,7 @@ public final class JobThrottle {
     var batch: Int { max(1, Int(perSecond / 20)) }
 
     /// Waits for one send's token.
-    public func acquire() async throws {
+    func acquire() async throws {
         while held == 0 {
             let grant = try await repository.take(jobID: jobID, perMinute: perMinute, capacity: capacity, wanted: batch)
             held += grant.granted
@@ -43,7 +43,7 @@ public final class JobThrottle {
     }
 
     /// Hands unused tokens back (the shard is done or stopping).
-    public func finish() async {
+    func finish() async {
         let unused = held
         held = 0
         // Best effort: a give-back lost to a database error costs the job at most 50 ms of sends.

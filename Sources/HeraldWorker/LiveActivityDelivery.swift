@@ -6,7 +6,7 @@ public import HeraldPostgres
 /// activity (`activity_tokens`; iOS to the activity's own push token, Android to the
 /// subscription's FCM token); `start` goes to the job's audience, iOS subscriptions only where a
 /// push-to-start token for the attributes type is known (sent to that token).
-public enum ShardSource: Sendable {
+enum ShardSource: Sendable {
     case audience
     case liveActivity(LiveActivityTargets)
 
@@ -42,7 +42,7 @@ public enum ShardSource: Sendable {
 }
 
 /// The tokens of one live-activity event.
-public struct LiveActivityTargets: Sendable {
+struct LiveActivityTargets: Sendable {
     let repository: LiveActivityRepository
     let activityID: String
     let event: LiveActivityUpdate.Event
@@ -51,7 +51,7 @@ public struct LiveActivityTargets: Sendable {
     let attachesAndroid: Bool
 
     /// Targets of `update`'s event.
-    public init(repository: LiveActivityRepository, update: LiveActivityUpdate, attachesAndroid: Bool = true) {
+    init(repository: LiveActivityRepository, update: LiveActivityUpdate, attachesAndroid: Bool = true) {
         self.repository = repository
         activityID = update.activityID
         event = update.event

@@ -9,9 +9,9 @@ protocol PermanentMessageError: Error, CustomStringConvertible {
 }
 
 /// How a lane treats one failure of one message (docs/ARCHITECTURE.md, "A message's failures").
-public struct MessageFailure: Sendable, Equatable, CustomStringConvertible {
+struct MessageFailure: Sendable, Equatable, CustomStringConvertible {
     /// What the failure says about the message.
-    public enum Kind: Sendable, Equatable {
+    enum Kind: Sendable, Equatable {
         /// The message fails the same way every time: it is dead-lettered at once.
         case permanent(DeadLetter.Cause)
         /// It may pass when tried again; trying spends the message's retry budget.
@@ -22,17 +22,17 @@ public struct MessageFailure: Sendable, Equatable, CustomStringConvertible {
         case outage
     }
 
-    public var kind: Kind
+    var kind: Kind
     /// The error, for the log and the dead letter's `reason`.
-    public var detail: String
+    var detail: String
 
     /// A failure of `kind`.
-    public init(_ kind: Kind, _ detail: String) {
+    init(_ kind: Kind, _ detail: String) {
         self.kind = kind
         self.detail = detail
     }
 
-    public var description: String { detail }
+    var description: String { detail }
 
     /// Classifies an error thrown while handling a message.
     ///
@@ -41,7 +41,7 @@ public struct MessageFailure: Sendable, Equatable, CustomStringConvertible {
     /// to produce; errors that name their own cause. Outage: PostgreSQL connections that cannot
     /// be made or had, a stopping pool, and broker failures that outlasted the publisher's own
     /// retries. Everything else is temporary, the unclassified included.
-    public static func classify(_ error: any Error) -> MessageFailure {
+    static func classify(_ error: any Error) -> MessageFailure {
         switch error {
         case let error as ValidationError:
             return MessageFailure(.permanent(.invalid), error.description)
@@ -94,9 +94,9 @@ public struct MessageFailure: Sendable, Equatable, CustomStringConvertible {
 /// first temporary failure, then dead-lettered as `retries-exhausted`. An outage failure spends
 /// nothing and restarts that clock, so a message caught in an outage gets its whole budget
 /// once the dependency is back.
-public struct MessageRetryBudget: Sendable {
+struct MessageRetryBudget: Sendable {
     /// What to do after a failure.
-    public enum Decision: Sendable, Equatable {
+    enum Decision: Sendable, Equatable {
         /// Try again after this long.
         case retry(after: Duration)
         /// Give up: dead-letter the message with this cause.
@@ -104,17 +104,17 @@ public struct MessageRetryBudget: Sendable {
     }
 
     /// How long a message may fail temporarily before it is dead-lettered.
-    public let budget: Duration
+    let budget: Duration
     /// The first delay, doubled after every failure up to `maximumDelay`.
-    public let firstDelay: Duration
-    public let maximumDelay: Duration
+    let firstDelay: Duration
+    let maximumDelay: Duration
     /// Failures so far, of every kind.
-    public private(set) var attempts = 0
+    private(set) var attempts = 0
     private var failingSince: ContinuousClock.Instant?
     private var delay: Duration
 
     /// A budget of `budget` (`HERALD_MESSAGE_RETRY_SECONDS`).
-    public init(budget: Duration, firstDelay: Duration = .seconds(1), maximumDelay: Duration = .seconds(30)) {
+    init(budget: Duration, firstDelay: Duration = .seconds(1), maximumDelay: Duration = .seconds(30)) {
         self.budget = budget
         self.firstDelay = firstDelay
         self.maximumDelay = maximumDelay
@@ -122,7 +122,7 @@ public struct MessageRetryBudget: Sendable {
     }
 
     /// Records a failure at `now` and decides.
-    public mutating func failed(_ failure: MessageFailure, at now: ContinuousClock.Instant) -> Decision {
+    mutating func failed(_ failure: MessageFailure, at now: ContinuousClock.Instant) -> Decision {
         attempts += 1
         switch failure.kind {
         case .permanent(let cause):

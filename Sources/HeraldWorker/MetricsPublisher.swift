@@ -4,7 +4,7 @@ import HeraldKafka
 /// Publishes a `herald.metrics.v1` report to the metrics topic every `interval` (default 10 s,
 /// DESIGN §1): what happened in the window since the previous report (so summing a worker's
 /// reports gives its totals), plus the gauges as they are now. Keyed by worker id.
-public struct MetricsPublisher: Sendable {
+struct MetricsPublisher: Sendable {
     let metrics: WorkerMetrics
     let publisher: ReceiptPublisher
     let log: WorkerLog
@@ -13,8 +13,8 @@ public struct MetricsPublisher: Sendable {
     let refresh: @Sendable () async -> Void
 
     /// A publisher of `metrics`' figures.
-    public init(metrics: WorkerMetrics, publisher: ReceiptPublisher, log: WorkerLog, interval: Duration = .seconds(10),
-                refresh: @escaping @Sendable () async -> Void = {}) {
+    init(metrics: WorkerMetrics, publisher: ReceiptPublisher, log: WorkerLog, interval: Duration = .seconds(10),
+         refresh: @escaping @Sendable () async -> Void = {}) {
         self.metrics = metrics
         self.publisher = publisher
         self.log = log
@@ -23,7 +23,7 @@ public struct MetricsPublisher: Sendable {
     }
 
     /// Publishes until `stop` is set, then once more for the last partial window.
-    public func run(stop: StopSignal) async {
+    func run(stop: StopSignal) async {
         var previous = WorkerMetrics.Snapshot(workerID: metrics.workerID)
         var windowStart = ContinuousClock.now
         while true {
@@ -52,7 +52,7 @@ public struct MetricsPublisher: Sendable {
     }
 
     /// The report for the window between two snapshots.
-    public static func report(from previous: WorkerMetrics.Snapshot, to current: WorkerMetrics.Snapshot, windowSeconds: Double, at: Timestamp) -> MetricsReport {
+    static func report(from previous: WorkerMetrics.Snapshot, to current: WorkerMetrics.Snapshot, windowSeconds: Double, at: Timestamp) -> MetricsReport {
         var report = MetricsReport(workerID: current.workerID, at: at, windowSeconds: windowSeconds)
         report.jobs = .init(started: Int64(current.jobsStarted - previous.jobsStarted), finished: Int64(current.jobsFinished - previous.jobsFinished))
         report.shards = .init(started: Int64(current.shardsStarted - previous.shardsStarted), finished: Int64(current.shardsFinished - previous.shardsFinished))

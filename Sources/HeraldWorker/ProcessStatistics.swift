@@ -5,17 +5,17 @@ import Glibc
 /// `process_resident_memory_bytes`, `process_open_fds`, `process_start_time_seconds`) and
 /// `herald_build_info`, read from `/proc` when `/metrics` is scraped. Parsing is pure; only
 /// ``current()`` reads files.
-public struct ProcessStatistics: Sendable, Equatable {
-    public var cpuSeconds: Double
-    public var residentBytes: Int
-    public var openFileDescriptors: Int
+struct ProcessStatistics: Sendable, Equatable {
+    var cpuSeconds: Double
+    var residentBytes: Int
+    var openFileDescriptors: Int
     /// UNIX seconds.
-    public var startTime: Double
+    var startTime: Double
 
     /// The figures of `/proc/self/stat` (`stat`), given the kernel's clock ticks per second,
     /// its page size, the boot time (`btime` of `/proc/stat`) and the open descriptors; nil when
     /// `stat` is not in the kernel's format.
-    public static func parse(stat: String, ticksPerSecond: Int, pageSize: Int, bootTime: Double, openFileDescriptors: Int) -> ProcessStatistics? {
+    static func parse(stat: String, ticksPerSecond: Int, pageSize: Int, bootTime: Double, openFileDescriptors: Int) -> ProcessStatistics? {
         // The command name (field 2) is in parentheses and may hold spaces and parentheses:
         // the fields that follow start after the last ")".
         guard let close = stat.lastIndex(of: ")"), ticksPerSecond > 0 else { return nil }
@@ -29,7 +29,7 @@ public struct ProcessStatistics: Sendable, Equatable {
     }
 
     /// `btime` of `/proc/stat`.
-    public static func bootTime(procStat: String) -> Double? {
+    static func bootTime(procStat: String) -> Double? {
         for line in procStat.split(separator: "\n") where line.hasPrefix("btime ") {
             return Double(line.dropFirst("btime ".count).trimmingCharacters(in: .whitespaces))
         }
@@ -37,7 +37,7 @@ public struct ProcessStatistics: Sendable, Equatable {
     }
 
     /// This process now; nil where `/proc` cannot be read.
-    public static func current() -> ProcessStatistics? {
+    static func current() -> ProcessStatistics? {
         guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
               let procStat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
               let boot = bootTime(procStat: procStat) else { return nil }
@@ -47,7 +47,7 @@ public struct ProcessStatistics: Sendable, Equatable {
     }
 
     /// The series in Prometheus's text format, with `herald_build_info{version,revision}`.
-    public static func prometheusText(_ statistics: ProcessStatistics?, version: String, revision: String) -> String {
+    static func prometheusText(_ statistics: ProcessStatistics?, version: String, revision: String) -> String {
         var text = PrometheusText()
         text.family("herald_build_info", type: "gauge", help: "Always 1; the version and git revision of this worker's build.")
         text.sample("herald_build_info", [("version", version), ("revision", revision)], 1)

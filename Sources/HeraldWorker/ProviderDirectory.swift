@@ -14,16 +14,16 @@ public struct ProviderEndpoints: Sendable, Equatable {
     /// The FCM API host; nil: fcm.googleapis.com:443.
     public var fcm: Endpoint?
     /// The hosts a service account's `token_uri` may name (`HERALD_FCM_TOKEN_HOSTS`).
-    public var fcmTokenHosts = FCMTokenHosts()
+    var fcmTokenHosts = FCMTokenHosts()
     /// An extra CA bundle to trust (the simulators'); nil: the system's.
     public var caFile: String?
     /// Connections per provider host and app.
-    public var connectionsPerHost = 4
+    var connectionsPerHost = 4
     /// Deadline of one provider request.
-    public var requestTimeoutNanoseconds: UInt64 = 30_000_000_000
+    var requestTimeoutNanoseconds: UInt64 = 30_000_000_000
 
     /// Apple's and Google's services.
-    public init(apns: Endpoint? = nil, fcm: Endpoint? = nil, caFile: String? = nil) {
+    init(apns: Endpoint? = nil, fcm: Endpoint? = nil, caFile: String? = nil) {
         self.apns = apns
         self.fcm = fcm
         self.caFile = caFile
@@ -35,7 +35,7 @@ public struct ProviderEndpoints: Sendable, Equatable {
         public var port: Int
 
         /// Parses `https://host[:port]` (a trailing `/` allowed); nil for anything else.
-        public init?(url: String) {
+        init?(url: String) {
             guard url.hasPrefix("https://") else { return nil }
             var rest = url.dropFirst("https://".count)
             if rest.hasSuffix("/") { rest = rest.dropLast() }
@@ -64,9 +64,9 @@ public struct ProviderEndpoints: Sendable, Equatable {
 
 /// One app's providers on this worker: its settings, its APNs and FCM clients (shared by every
 /// shard of the app), and whether each provider is halted.
-public final class AppDelivery: Sendable {
+final class AppDelivery: Sendable {
     /// The app's settings as last read.
-    public let settings: AppSettings
+    let settings: AppSettings
     let apns: Result<APNsClient, ProviderProblem>?
     private let fcm: Result<FCMClient, ProviderProblem>?
     private let halts: Mutex<[Receipt.Provider: String]>
@@ -168,13 +168,13 @@ public final class AppDelivery: Sendable {
     /// The provider a `kind` job reaches `member` through: the one holding its token, except that
     /// VoIP and live activities on iOS always go to APNs (PushKit and ActivityKit tokens are APNs
     /// tokens, whoever holds the device's notification token).
-    public static func provider(for member: AudienceMember, kind: Job.Kind) -> Receipt.Provider {
+    static func provider(for member: AudienceMember, kind: Job.Kind) -> Receipt.Provider {
         member.platform == .ios && kind != .notification ? .apns : member.provider
     }
 
 
     /// Why `provider` is halted for this app; nil when sending.
-    public func haltReason(_ provider: Receipt.Provider) -> String? {
+    func haltReason(_ provider: Receipt.Provider) -> String? {
         halts.withLock { $0[provider] }
     }
 
@@ -212,7 +212,7 @@ public final class AppDelivery: Sendable {
     /// Renders and sends `job` to `member`; `target` is the token to use (the VoIP token for VoIP
     /// jobs on iOS). `validateOnly`: FCM checks the message and delivers nothing (APNs has no such
     /// mode: ``TestPush`` renders APNs requests without sending them).
-    public func send(_ job: Job, to member: AudienceMember, token: String, now: Timestamp, validateOnly: Bool = false) async -> DeliveryOutcome {
+    func send(_ job: Job, to member: AudienceMember, token: String, now: Timestamp, validateOnly: Bool = false) async -> DeliveryOutcome {
         let rendered = PushRender.render(job, to: member, token: token, app: settings, now: now)
         if case .failed(.unknownChannel, let detail) = rendered { return .failed(reason: .unknownChannel, providerReason: detail) }
         switch Self.provider(for: member, kind: job.kind) {
@@ -255,18 +255,18 @@ public final class AppDelivery: Sendable {
 /// Every app's ``AppDelivery`` on this worker, read from `apps` and refreshed every few seconds
 /// (so a halt set or lifted by another worker or by `herald jobs resume` is seen), rebuilt only
 /// when the app's credentials changed.
-public final class ProviderDirectory: Sendable {
+final class ProviderDirectory: Sendable {
     private let apps: AppRepository
     private let endpoints: ProviderEndpoints
     private let loops: EventLoopGroup
     private let refreshAfter: Duration
     private let cache = Mutex<[String: (delivery: AppDelivery, loadedAt: ContinuousClock.Instant)]>([:])
     /// Guards reset when a provider's halt is lifted.
-    public let guards: InvalidationGuards
+    let guards: InvalidationGuards
 
     /// A directory over `apps`.
-    public init(apps: AppRepository, endpoints: ProviderEndpoints, loops: EventLoopGroup, guards: InvalidationGuards,
-                refreshAfter: Duration = .seconds(5)) {
+    init(apps: AppRepository, endpoints: ProviderEndpoints, loops: EventLoopGroup, guards: InvalidationGuards,
+         refreshAfter: Duration = .seconds(5)) {
         self.apps = apps
         self.endpoints = endpoints
         self.loops = loops
@@ -275,7 +275,7 @@ public final class ProviderDirectory: Sendable {
     }
 
     /// The app's delivery, nil for an unknown app. `fresh`: re-read the settings now.
-    public func delivery(appID: String, fresh: Bool = false) async throws(PostgresError) -> AppDelivery? {
+    func delivery(appID: String, fresh: Bool = false) async throws(PostgresError) -> AppDelivery? {
         let now = ContinuousClock.now
         if !fresh, let cached = cache.withLock({ $0[appID] }), now - cached.loadedAt < refreshAfter {
             return cached.delivery
@@ -308,14 +308,14 @@ public final class ProviderDirectory: Sendable {
 
     /// Records a halt of the app's sends on `provider` for every worker (PostgreSQL); the
     /// caller has marked it on its ``AppDelivery`` already, so this worker stops at once.
-    public func recordHalt(appID: String, provider: Receipt.Provider, reason: String) async throws(PostgresError) {
+    func recordHalt(appID: String, provider: Receipt.Provider, reason: String) async throws(PostgresError) {
         try await apps.setHalt(appID: appID, provider: provider.rawValue, reason: reason)
     }
 
     /// Connections open right now to each provider, over every app this worker has loaded (the
     /// `herald_open_connections` gauge). Clients replaced after a credential change and still
     /// finishing their requests are not counted.
-    public func openConnections() async -> [Receipt.Provider: Int] {
+    func openConnections() async -> [Receipt.Provider: Int] {
         let deliveries = cache.withLock { $0.values.map(\.delivery) }
         var open: [Receipt.Provider: Int] = [.apns: 0, .fcm: 0]
         for delivery in deliveries {
@@ -325,7 +325,7 @@ public final class ProviderDirectory: Sendable {
     }
 
     /// Closes every app's connections.
-    public func shutdown() {
+    func shutdown() {
         let all = cache.withLock { cache in
             defer { cache.removeAll() }
             return cache.values.map(\.delivery)

@@ -5,14 +5,14 @@ import Synchronization
 /// Provider rate ceilings per app: `HERALD_APNS_RATE_PER_MINUTE` (default none) and
 /// `HERALD_FCM_RATE_PER_MINUTE` (default 600,000, FCM's default quota per project), unless the
 /// app's row sets its own (`apps.apns_rate_per_minute`, `fcm_rate_per_minute`).
-public struct ProviderCeilings: Sendable, Equatable {
+struct ProviderCeilings: Sendable, Equatable {
     /// APNs sends a minute per app, all workers together; nil = no ceiling.
-    public var apnsPerMinute: Int64?
+    var apnsPerMinute: Int64?
     /// FCM sends a minute per app (per Firebase project), all workers together; nil = none.
-    public var fcmPerMinute: Int64? = 600_000
+    var fcmPerMinute: Int64? = 600_000
 
     /// The defaults.
-    public init() {}
+    init() {}
 
     func perMinute(_ provider: Receipt.Provider) -> Int64? {
         provider == .apns ? apnsPerMinute : fcmPerMinute
@@ -24,7 +24,7 @@ public struct ProviderCeilings: Sendable, Equatable {
 /// bucket holding at most a tenth of a second of sends. `QUOTA_EXCEEDED` from FCM halves the
 /// share and it recovers gradually (``FCMAdaptiveRate``), so a project whose real quota is
 /// below the configured ceiling settles under it instead of failing sends into retries.
-public final class ProviderRateLimits: Sendable {
+final class ProviderRateLimits: Sendable {
     struct Key: Hashable {
         var appID: String
         var provider: Receipt.Provider
@@ -38,7 +38,7 @@ public final class ProviderRateLimits: Sendable {
     }
 
     /// An app's own ceilings (nil: the default; 0: none), as read from `apps`.
-    public typealias Overrides = @Sendable (String) async -> (apns: Int64?, fcm: Int64?)
+    typealias Overrides = @Sendable (String) async -> (apns: Int64?, fcm: Int64?)
 
     let ceilings: ProviderCeilings
     let clock: any WallClock
@@ -50,7 +50,7 @@ public final class ProviderRateLimits: Sendable {
 
     /// Limits with `ceilings` (each app's `overrides` first), shared by `workers()` live
     /// workers, timed by `clock`.
-    public init(ceilings: ProviderCeilings, clock: any WallClock, overrides: Overrides? = nil, workers: @escaping @Sendable () -> Int) {
+    init(ceilings: ProviderCeilings, clock: any WallClock, overrides: Overrides? = nil, workers: @escaping @Sendable () -> Int) {
         self.ceilings = ceilings
         self.clock = clock
         self.overrides = overrides
@@ -76,7 +76,7 @@ public final class ProviderRateLimits: Sendable {
     }
 
     /// This worker's rate for `appID` on `provider` now, sends a second; nil = unlimited.
-    public func rate(appID: String, provider: Receipt.Provider) -> Double? {
+    func rate(appID: String, provider: Receipt.Provider) -> Double? {
         guard let perMinute = ceilings(appID: appID).perMinute(provider) else { return nil }
         let factor = buckets.withLock { $0[Key(appID: appID, provider: provider)]?.adaptive.current ?? 1 }
         return Double(perMinute) / 60 / Double(max(1, workers())) * factor
@@ -103,20 +103,20 @@ public final class ProviderRateLimits: Sendable {
 
     /// Waits for a send's slot for `appID` on `provider`. An `urgent` send takes its slot (the
     /// campaign sends behind it wait that much longer) but never waits behind them.
-    public func acquire(appID: String, provider: Receipt.Provider, urgent: Bool = false) async {
+    func acquire(appID: String, provider: Receipt.Provider, urgent: Bool = false) async {
         await refreshOverrides(appID: appID)
         let wait = reserve(appID: appID, provider: provider)
         if wait > 0 && !urgent { try? await Task.sleep(for: .microseconds(Int64(wait * 1_000_000))) }
     }
 
     /// The provider said the quota is exceeded: slow this app down on it.
-    public func quotaExceeded(appID: String, provider: Receipt.Provider) {
+    func quotaExceeded(appID: String, provider: Receipt.Provider) {
         let now = clock.now
         buckets.withLock { $0[Key(appID: appID, provider: provider)]?.adaptive.quotaExceeded(at: now) }
     }
 
     /// A send went through: let a slowed-down rate recover.
-    public func succeeded(appID: String, provider: Receipt.Provider) {
+    func succeeded(appID: String, provider: Receipt.Provider) {
         let now = clock.now
         buckets.withLock { $0[Key(appID: appID, provider: provider)]?.adaptive.succeeded(at: now) }
     }

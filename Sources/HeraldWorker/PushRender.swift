@@ -5,9 +5,9 @@ public import HeraldPostgres
 /// What one subscription receives for a job, decided without sockets: the provider, the keys of
 /// the app's payload profile (`schemas/payloads.md`, "Payload profiles") and the rendered request.
 /// ``AppDelivery`` only sends what this decided.
-public enum PushRender {
+enum PushRender {
     /// A rendered request, or why there is none.
-    public enum Result: Sendable {
+    enum Result: Sendable {
         /// An APNs request.
         case apns(APNsNotification)
         /// An FCM `messages:send` body.
@@ -18,7 +18,7 @@ public enum PushRender {
 
     /// Renders `job` for `member`; `token` is the one to address (the VoIP or activity token
     /// where the job needs one).
-    public static func render(_ job: Job, to member: AudienceMember, token: String, app: AppSettings, now: Timestamp) -> Result {
+    static func render(_ job: Job, to member: AudienceMember, token: String, app: AppSettings, now: Timestamp) -> Result {
         // A channel carries settings for both platforms (Android's channel, iOS's sound and
         // interruption level): a job naming one the app does not have is wrong on every device,
         // and sending it without them would be a guess.

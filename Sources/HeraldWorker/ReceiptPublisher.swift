@@ -2,28 +2,28 @@ public import HeraldCore
 public import HeraldKafka
 
 /// Why a message could not be published, after the retries.
-public struct PublishError: Error, Sendable, CustomStringConvertible {
+struct PublishError: Error, Sendable, CustomStringConvertible {
     /// The last broker error.
-    public let underlying: KafkaError
+    let underlying: KafkaError
     /// Messages that were not acknowledged.
-    public let unacknowledged: Int
-    public var description: String { "\(unacknowledged) message(s) not acknowledged by Kafka: \(underlying)" }
+    let unacknowledged: Int
+    var description: String { "\(unacknowledged) message(s) not acknowledged by Kafka: \(underlying)" }
 }
 
 /// Everything the worker produces: receipts to the results topic, shard messages, dead letters
 /// and re-released jobs. Every call returns only once the broker acknowledged every message
 /// (the idempotent producer retries inside librdkafka; failures left after that are retried
 /// here with backoff for `retryFor`), because the caller commits or checkpoints right after.
-public final class ReceiptPublisher: Sendable {
+final class ReceiptPublisher: Sendable {
     /// The producer, shared by the worker.
-    public let producer: KafkaProducer
+    let producer: KafkaProducer
     /// Topic names.
-    public let topics: WorkerConfiguration.Topics
+    let topics: WorkerConfiguration.Topics
     private let retryFor: Duration
     private let log: WorkerLog
 
     /// A publisher over `producer`.
-    public init(producer: KafkaProducer, topics: WorkerConfiguration.Topics, log: WorkerLog, retryFor: Duration = .seconds(120)) {
+    init(producer: KafkaProducer, topics: WorkerConfiguration.Topics, log: WorkerLog, retryFor: Duration = .seconds(120)) {
         self.producer = producer
         self.topics = topics
         self.retryFor = retryFor
@@ -32,14 +32,14 @@ public final class ReceiptPublisher: Sendable {
 
     /// Publishes receipts, one JSON object per message: device receipts keyed by subscription
     /// id, job-level events by job id (DESIGN §1).
-    public func publish(_ receipts: [Receipt]) async throws(PublishError) {
+    func publish(_ receipts: [Receipt]) async throws(PublishError) {
         try await send(receipts.map { receipt in
             KafkaProducerMessage(topic: topics.results, key: Array(receipt.messageKey.utf8), value: receipt.serializedBytes())
         })
     }
 
     /// Produces shard messages (key `job_id/shard_no`) to the campaign or urgent shard topic.
-    public func publish(shards: [Shard], urgent: Bool) async throws(PublishError) {
+    func publish(shards: [Shard], urgent: Bool) async throws(PublishError) {
         let topic = urgent ? topics.shardsUrgent : topics.shards
         try await send(shards.map { shard in
             KafkaProducerMessage(topic: topic, key: Array(shard.messageKey.utf8), value: shard.json.serializedBytes())
@@ -47,7 +47,7 @@ public final class ReceiptPublisher: Sendable {
     }
 
     /// Sends and waits for every acknowledgement, retrying the failed ones.
-    public func send(_ messages: [KafkaProducerMessage]) async throws(PublishError) {
+    func send(_ messages: [KafkaProducerMessage]) async throws(PublishError) {
         var pending = messages
         let deadline = ContinuousClock.now + retryFor
         var delay = Duration.milliseconds(100)

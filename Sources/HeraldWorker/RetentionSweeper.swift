@@ -3,14 +3,14 @@ public import HeraldPostgres
 /// Runs `HERALD_RETENTION_DAYS` (DESIGN §3): ``RetentionRepository``'s sweep (where the SQL
 /// is) now and then every `interval`, logging what went. Every worker runs a sweeper; the
 /// repository's advisory lock lets one of them sweep at a time.
-public struct RetentionSweeper: Sendable {
+struct RetentionSweeper: Sendable {
     /// What one sweep deleted.
-    public typealias Outcome = RetentionRepository.Outcome
+    typealias Outcome = RetentionRepository.Outcome
 
     /// The advisory lock key of ``RetentionRepository``.
-    public static let advisoryLockKey = RetentionRepository.advisoryLockKey
+    static let advisoryLockKey = RetentionRepository.advisoryLockKey
     /// Rows per `DELETE`.
-    public static let batchSize = RetentionRepository.batchSize
+    static let batchSize = RetentionRepository.batchSize
 
     private let pool: PostgresPool
     private let retentionDays: Int
@@ -19,7 +19,7 @@ public struct RetentionSweeper: Sendable {
 
     /// A sweeper over `pool` keeping `retentionDays` days (0 keeps everything: ``run(stop:)``
     /// returns at once), sweeping every `interval` (an hour by default; shorter in tests).
-    public init(pool: PostgresPool, retentionDays: Int, log: WorkerLog, interval: Duration = .seconds(3600)) {
+    init(pool: PostgresPool, retentionDays: Int, log: WorkerLog, interval: Duration = .seconds(3600)) {
         self.pool = pool
         self.retentionDays = retentionDays
         self.log = log
@@ -28,7 +28,7 @@ public struct RetentionSweeper: Sendable {
 
     /// Sweeps now, then every `interval`, until `stop` is set. A failed sweep is logged and
     /// tried again next round; it never ends the worker.
-    public func run(stop: StopSignal) async {
+    func run(stop: StopSignal) async {
         guard retentionDays > 0 else {
             log.info("retention off (HERALD_RETENTION_DAYS=0): old jobs and device events are kept")
             return
@@ -53,7 +53,7 @@ public struct RetentionSweeper: Sendable {
 
     /// One sweep: everything older than the retention, batch after batch. Nil when another
     /// worker holds the lock (it is sweeping) or retention is off.
-    public func sweep() async throws(PostgresError) -> Outcome? {
+    func sweep() async throws(PostgresError) -> Outcome? {
         try await RetentionRepository(pool: pool).sweep(retentionDays: retentionDays)
     }
 }

@@ -4,21 +4,21 @@ public import HeraldFCM
 /// When a retryable send is tried again, and when it gives up (DESIGN §4): exponential backoff
 /// with jitter, honouring `Retry-After`, until the job's `expires_at`, a maximum age (default
 /// 24 h) or a number of attempts (default 8); then `failed` / `retries-exhausted`.
-public struct RetryPolicy: Sendable, Equatable {
+struct RetryPolicy: Sendable, Equatable {
     /// Attempts in all, the first included.
-    public var maximumAttempts = 8
+    var maximumAttempts = 8
     /// Seconds after the first attempt after which no retry is made.
-    public var maximumAgeSeconds: Int64 = 24 * 3600
+    var maximumAgeSeconds: Int64 = 24 * 3600
     /// The delays (1 s doubling, 60 s base after a quota error, at most an hour).
-    public var backoff = FCMBackoff()
+    var backoff = FCMBackoff()
 
     /// The defaults.
-    public init() {}
+    init() {}
 
     /// When to try again after attempt number `attempts` failed, or nil to give up.
     /// `random` is uniform in [0, 1) (injected, for tests).
-    public func nextAttempt(attempts: Int, firstAttemptAt: Timestamp, now: Timestamp, expiresAt: Timestamp?,
-                            retryAfterSeconds: Int?, quotaExceeded: Bool, random: Double) -> Timestamp? {
+    func nextAttempt(attempts: Int, firstAttemptAt: Timestamp, now: Timestamp, expiresAt: Timestamp?,
+                     retryAfterSeconds: Int?, quotaExceeded: Bool, random: Double) -> Timestamp? {
         guard attempts < maximumAttempts else { return nil }
         let delay = backoff.delaySeconds(attempt: attempts, retryAfterSeconds: retryAfterSeconds, quotaExceeded: quotaExceeded, random: random)
         let milliseconds = Int64((delay * 1000).rounded(.up))

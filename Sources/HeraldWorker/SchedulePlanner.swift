@@ -13,18 +13,18 @@ public import HeraldPostgres
 /// Memory stays bounded: the audience streams in keyset pages and a group is stored as soon as
 /// it is full. Receipts of every sub-job carry the id of the job the user sent, whose `completed`
 /// event sums its sub-jobs once all of them completed.
-public struct SchedulePlanner: Sendable {
+struct SchedulePlanner: Sendable {
     let schedule: ScheduleRepository
     let jobs: JobRepository
     /// The scheduling clock.
-    public let clock: any WallClock
+    let clock: any WallClock
     let publish: @Sendable ([Receipt]) async throws -> Void
     let log: WorkerLog
     let pageSize: Int
 
     /// A planner; `publish` must return once the broker acknowledged the receipts.
-    public init(schedule: ScheduleRepository, jobs: JobRepository, clock: any WallClock, log: WorkerLog, pageSize: Int = 1_000,
-                publish: @escaping @Sendable ([Receipt]) async throws -> Void) {
+    init(schedule: ScheduleRepository, jobs: JobRepository, clock: any WallClock, log: WorkerLog, pageSize: Int = 1_000,
+         publish: @escaping @Sendable ([Receipt]) async throws -> Void) {
         self.schedule = schedule
         self.jobs = jobs
         self.clock = clock
@@ -42,7 +42,7 @@ public struct SchedulePlanner: Sendable {
     /// Whether `job` is planned here rather than sent now: a future `send_after`, local time,
     /// best hour, or quiet hours (its own `respect_quiet_hours`, else the app's default, read
     /// only when the job leaves it to the app).
-    public func needsScheduling(_ job: Job) async throws(PostgresError) -> Bool {
+    func needsScheduling(_ job: Job) async throws(PostgresError) -> Bool {
         let now = clock.now
         if job.needsScheduling(at: now) { return true }
         guard job.dependsOnAppQuietHours, let app = try await schedule.appTiming(appID: job.appID) else { return false }
@@ -51,7 +51,7 @@ public struct SchedulePlanner: Sendable {
 
     /// Plans `job` (already stored in `jobs`, in state `state`) into sub-jobs. Repeating it after
     /// a crash stores nothing twice (sub-job ids are derived, and a known one is skipped).
-    public func plan(_ job: Job, state: String?) async throws {
+    func plan(_ job: Job, state: String?) async throws {
         if state == "scheduled" || state == "completed" || state == "cancelled" { return }
         let root = job.parentID ?? job.id
         let now = clock.now
@@ -182,7 +182,7 @@ public struct SchedulePlanner: Sendable {
     /// Publishes the `completed` event of a scheduled job once its planning is done and every
     /// sub-job completed, then records it (publishing first: a crash in between repeats the
     /// event with the same receipt id rather than losing it).
-    public func completeParentIfDone(_ parentID: String, appID: String) async throws {
+    func completeParentIfDone(_ parentID: String, appID: String) async throws {
         guard let totals = try await schedule.totalsIfSubJobsDone(parentID: parentID) else { return }
         var receipt = Receipt(jobID: parentID, appID: appID, stage: .completed, at: clock.now)
         receipt.totals = totals

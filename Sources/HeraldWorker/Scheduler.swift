@@ -14,9 +14,9 @@ import Synchronization
 ///
 /// Also writes this worker's heartbeat, from which ``liveWorkers`` (the workers sharing the
 /// provider rate ceilings) is read.
-public final class Scheduler: Sendable {
+final class Scheduler: Sendable {
     /// Produces releases; returns the ids the broker acknowledged.
-    public typealias Sink = @Sendable ([ScheduledRelease]) async -> [Int64]
+    typealias Sink = @Sendable ([ScheduledRelease]) async -> [Int64]
 
     let repository: ScheduleRepository
     let clock: any WallClock
@@ -30,8 +30,8 @@ public final class Scheduler: Sendable {
     private let workers = Atomic<Int>(1)
 
     /// A scheduler over `repository` reading time from `clock`.
-    public init(repository: ScheduleRepository, clock: any WallClock, workerID: String, log: WorkerLog,
-                interval: Duration = .milliseconds(250), batch: Int = 500, sink: @escaping Sink) {
+    init(repository: ScheduleRepository, clock: any WallClock, workerID: String, log: WorkerLog,
+         interval: Duration = .milliseconds(250), batch: Int = 500, sink: @escaping Sink) {
         self.repository = repository
         self.clock = clock
         self.workerID = workerID
@@ -43,7 +43,7 @@ public final class Scheduler: Sendable {
 
     /// A sink producing each release's body to the topic of its lane, keyed by its job id (a
     /// shard message by `job_id/shard_no`, as the planner keys it).
-    public static func kafkaSink(producer: KafkaProducer, topics: WorkerConfiguration.Topics) -> Sink {
+    static func kafkaSink(producer: KafkaProducer, topics: WorkerConfiguration.Topics) -> Sink {
         { releases in
             let messages = releases.map { release in
                 KafkaProducerMessage(topic: topic(of: release, topics), key: Array(key(of: release).utf8), value: Array(release.body.utf8))
@@ -58,7 +58,7 @@ public final class Scheduler: Sendable {
 
     /// The topic a release goes to: by lane; `campaign` (and anything unknown, which the table's
     /// check refuses anyway) to the jobs topic.
-    public static func topic(of release: ScheduledRelease, _ topics: WorkerConfiguration.Topics) -> String {
+    static func topic(of release: ScheduledRelease, _ topics: WorkerConfiguration.Topics) -> String {
         switch release.lane {
         case "urgent": topics.jobsUrgent
         case "shards": topics.shards
@@ -68,16 +68,16 @@ public final class Scheduler: Sendable {
     }
 
     /// The message key of a release: the job id, or `job_id/shard_no` for a shard.
-    public static func key(of release: ScheduledRelease) -> String {
+    static func key(of release: ScheduledRelease) -> String {
         release.shardNo.map { "\(release.jobID)/\($0)" } ?? release.jobID
     }
 
     /// Workers seen in the last 30 s (at least 1), as of the last heartbeat.
-    public var liveWorkers: Int { workers.load(ordering: .relaxed) }
+    var liveWorkers: Int { workers.load(ordering: .relaxed) }
 
     /// Releases everything due at the clock's time, batch after batch; returns how many.
     @discardableResult
-    public func releaseDue() async throws(PostgresError) -> Int {
+    func releaseDue() async throws(PostgresError) -> Int {
         var total = 0
         while true {
             let now = clock.now
@@ -98,7 +98,7 @@ public final class Scheduler: Sendable {
 
     /// Runs until `stop`: releases what is due, writes the heartbeat every 5 s, pauses between
     /// rounds. Database errors are logged and retried with backoff.
-    public func run(stop: StopSignal) async {
+    func run(stop: StopSignal) async {
         var lastHeartbeat: ContinuousClock.Instant?
         var delay = interval
         while !stop.isSet {

@@ -15,7 +15,7 @@ public enum SecretFiles {
 
     /// Why a secret file could not be used; names the variable.
     public struct Invalid: Error, Sendable, Equatable, CustomStringConvertible {
-        public let variable: String
+        let variable: String
         public let reason: String
         public var description: String { "\(variable): \(reason)" }
     }

@@ -1,7 +1,7 @@
 public import HeraldCore
 
 /// How a shard run ended, which decides whether its Kafka message is committed.
-public enum ShardRunOutcome: Sendable, Equatable {
+enum ShardRunOutcome: Sendable, Equatable {
     /// Every subscription has its terminal receipt; the shard is finished.
     case finished
     /// It was finished (or cancelled) before: nothing to do.
@@ -20,7 +20,7 @@ public enum ShardRunOutcome: Sendable, Equatable {
     case abandoned(DeadLetter.Cause, attempts: Int, detail: String)
 
     /// Whether the shard message may be committed.
-    public var commitsMessage: Bool { self != .interrupted }
+    var commitsMessage: Bool { self != .interrupted }
 
     /// Whether the message may be committed; throws ``AbandonedShard`` for an abandoned shard,
     /// so a handler running the shard inline dead-letters its message.

@@ -8,43 +8,43 @@ public struct ShardSettings: Sendable {
     public var window = 256
     /// Checkpoint after this many sends (default 500; with the window this bounds what a crash
     /// resends to window + 500 < 1,000, DESIGN §4).
-    public var checkpointEvery = 500
+    var checkpointEvery = 500
     /// ... or after this long (default 1 s).
-    public var checkpointInterval: Duration = .seconds(1)
+    var checkpointInterval: Duration = .seconds(1)
     /// Audience page size (default 1,000).
-    public var pageSize = 1_000
+    var pageSize = 1_000
     /// Retry limits and delays.
-    public var retry = RetryPolicy()
+    var retry = RetryPolicy()
     /// On stop, how long sends in flight may take to answer before the shard checkpoints without
     /// them (they are resent by whoever takes the shard over).
-    public var drainDeadline: Duration = .seconds(10)
+    var drainDeadline: Duration = .seconds(10)
     /// A shard whose only work left is retries due more than this many seconds away hands the
     /// wait to the scheduler and frees its shard slot (default 10): one app's throttled or
     /// failing provider must not hold every slot for its backoff while other jobs wait.
-    public var retryHoldSeconds: Double = 10
+    var retryHoldSeconds: Double = 10
     /// How long a message may fail temporarily, when only it fails, before it is dead-lettered
     /// (`HERALD_MESSAGE_RETRY_SECONDS`, default 600; ``MessageRetryBudget``).
-    public var messageRetryBudget: Duration = .seconds(600)
+    var messageRetryBudget: Duration = .seconds(600)
 
     /// The defaults.
     public init() {}
 }
 
 /// Everything a shard run uses, shared by the worker's runners.
-public struct PipelineContext: Sendable {
-    public let workerID: String
-    public let jobs: JobRepository
-    public let audience: AudienceResolver
-    public let subscriptions: SubscriptionRepository
-    public let directory: ProviderDirectory
-    public let publisher: ReceiptPublisher
-    public let metrics: WorkerMetrics
-    public let log: WorkerLog
-    public let settings: ShardSettings
-    public let stop: StopSignal
+struct PipelineContext: Sendable {
+    let workerID: String
+    let jobs: JobRepository
+    let audience: AudienceResolver
+    let subscriptions: SubscriptionRepository
+    let directory: ProviderDirectory
+    let publisher: ReceiptPublisher
+    let metrics: WorkerMetrics
+    let log: WorkerLog
+    let settings: ShardSettings
+    let stop: StopSignal
 
     /// A context.
-    public init(workerID: String, jobs: JobRepository, audience: AudienceResolver, subscriptions: SubscriptionRepository,
+    init(workerID: String, jobs: JobRepository, audience: AudienceResolver, subscriptions: SubscriptionRepository,
                 directory: ProviderDirectory, publisher: ReceiptPublisher, metrics: WorkerMetrics, log: WorkerLog,
                 settings: ShardSettings, stop: StopSignal) {
         self.workerID = workerID
@@ -63,21 +63,21 @@ public struct PipelineContext: Sendable {
 /// Runs shards: claims the lease, streams the audience from the checkpoint, sends with a
 /// bounded window, publishes exactly one terminal receipt per subscription, parks retries, and
 /// checkpoints (DESIGN §4). One ``ShardRunner`` serves the worker; each run is independent.
-public struct ShardRunner: Sendable {
+struct ShardRunner: Sendable {
     let context: PipelineContext
     /// Completes scheduled jobs when their last sub-job completes (issue 10).
-    public var scheduling: SchedulePlanner?
+    var scheduling: SchedulePlanner?
     /// The token buckets of jobs with `delivery.throttle_per_minute` (issue 10).
-    public var throttles: ThrottleRepository?
+    var throttles: ThrottleRepository?
     /// Provider rate ceilings, this worker's share (issue 10).
-    public var rateLimits: ProviderRateLimits?
+    var rateLimits: ProviderRateLimits?
     /// Where a shard left with only later retries puts its message to be produced again when
     /// the first falls due (``ShardSettings/retryHoldSeconds``). Without it the run holds its
     /// slot and waits.
-    public var retryWaits: ScheduleRepository?
+    var retryWaits: ScheduleRepository?
 
     /// A runner.
-    public init(context: PipelineContext) {
+    init(context: PipelineContext) {
         self.context = context
     }
 
@@ -88,7 +88,7 @@ public struct ShardRunner: Sendable {
     /// caller dead-letters the message. `source`: where the subscriptions come from (a live
     /// activity's tokens instead of the audience); `dropping`: settle every one with this
     /// reason instead of sending.
-    public func run(job: Job, shard: Shard, source: ShardSource = .audience, dropping: Receipt.Reason? = nil) async -> ShardRunOutcome {
+    func run(job: Job, shard: Shard, source: ShardSource = .audience, dropping: Receipt.Reason? = nil) async -> ShardRunOutcome {
         var budget = MessageRetryBudget(budget: context.settings.messageRetryBudget)
         while true {
             do {

@@ -13,8 +13,8 @@ public enum TestPush {
         public var token: String
         public var platform: Platform
         public var provider: Receipt.Provider?
-        public var sandbox: Bool
-        public var sdk: Bool
+        var sandbox: Bool
+        var sdk: Bool
 
         /// A device; `provider` nil is the platform's own.
         public init(token: String, platform: Platform, provider: Receipt.Provider? = nil, sandbox: Bool = false, sdk: Bool = true) {

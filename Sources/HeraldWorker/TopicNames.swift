@@ -27,7 +27,7 @@ extension WorkerConfiguration.Topics {
 extension WorkerConfiguration.Topics {
     /// The lane that reads `topic`, as metrics and logs name it: `jobs`, `urgent` (both urgent
     /// topics), `shards`, `device-events`; `other` for a topic no lane reads.
-    public func lane(of topic: String) -> String {
+    func lane(of topic: String) -> String {
         switch topic {
         case jobs: "jobs"
         case jobsUrgent, shardsUrgent: "urgent"

@@ -333,7 +333,7 @@ public final class Worker: Sendable {
     }
 
     /// Asks the worker to stop, as SIGTERM does.
-    public func requestStop() { stop.set() }
+    func requestStop() { stop.set() }
 
     private func installSignalHandlers() -> [any DispatchSourceSignal] {
         [SIGTERM, SIGINT].map { number in

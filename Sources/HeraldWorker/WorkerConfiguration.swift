@@ -7,48 +7,48 @@ import HeraldFCM
 public struct WorkerConfiguration: Sendable {
     /// Why a configuration was refused.
     public struct Invalid: Error, Sendable, Equatable, CustomStringConvertible {
-        public let variable: String
+        let variable: String
         public let reason: String
         public var description: String { "\(variable): \(reason)" }
     }
 
     /// `HERALD_DATABASE_URL` (required).
-    public var databaseURL: String
+    var databaseURL: String
     /// `HERALD_KAFKA_BROKERS` (required): bootstrap servers.
-    public var kafkaBrokers: String
+    var kafkaBrokers: String
     /// `HERALD_KAFKA_GROUP`, default `herald-workers`.
-    public var kafkaGroup: String = "herald-workers"
+    var kafkaGroup: String = "herald-workers"
     /// `HERALD_TOPIC_JOBS`, default `herald.jobs`; likewise the other topics.
     public var topics = Topics()
     /// `HERALD_DATABASE_POOL_SIZE`, default 8.
-    public var databasePoolSize: Int = 8
+    var databasePoolSize: Int = 8
     /// `HERALD_DATABASE_STATEMENT_TIMEOUT_MS`, default 30 s; zero disables it.
-    public var databaseStatementTimeout: Duration = .seconds(30)
+    var databaseStatementTimeout: Duration = .seconds(30)
     /// `HERALD_DATABASE_ACQUIRE_TIMEOUT_MS`, default 10 s.
-    public var databaseAcquireTimeout: Duration = .seconds(10)
+    var databaseAcquireTimeout: Duration = .seconds(10)
     /// `HERALD_SHARD_SIZE`: devices per shard, default 50,000.
-    public var shardSize: Int = 50_000
+    var shardSize: Int = 50_000
     /// `HERALD_CREDENTIALS_KEY`: 32 bytes, base64 (checked by the credential store).
     public var credentialsKey: String?
     /// `HERALD_CREDENTIALS_OLD_KEYS`: keys that open credentials during a rotation, never seal.
-    public var credentialsOldKeys: String?
+    var credentialsOldKeys: String?
     /// librdkafka settings: the brokers plus every `HERALD_KAFKA_PROPERTY_*` pass-through.
     public var kafka: KafkaConfiguration
     /// `HERALD_WORKER_ID`: names this worker in leases, logs and metrics; default `hostname-pid`.
     public var workerID: String
     /// `HERALD_HTTP_PORT`: port of `/healthz`, `/readyz`, `/metrics`; default 9090, 0 = none.
-    public var httpPort: Int = 9090
+    var httpPort: Int = 9090
     /// `HERALD_HTTP_HOST`: the address the health and metrics server binds, default `0.0.0.0`.
-    public var httpHost: String = "0.0.0.0"
+    var httpHost: String = "0.0.0.0"
     /// `HERALD_STALL_SECONDS` (default 30): a heartbeat (an event loop, a consumer or the
     /// producer poll thread) unmoved this long fails `/healthz`.
-    public var stallAfter: Duration = .seconds(30)
+    var stallAfter: Duration = .seconds(30)
     /// `HERALD_APNS_ENDPOINT`, `HERALD_FCM_ENDPOINT` (`https://host:port`), `HERALD_TLS_CA_FILE`.
     public var endpoints = ProviderEndpoints()
     /// `HERALD_SHARD_CONCURRENCY`: shards one worker runs at once, default 4.
-    public var shardConcurrency: Int = 4
+    var shardConcurrency: Int = 4
     /// `HERALD_JOB_CONCURRENCY`: jobs planned (and small jobs run) at once, default 16.
-    public var jobConcurrency: Int = 16
+    var jobConcurrency: Int = 16
     /// Shard pacing: `HERALD_SEND_WINDOW` (sends in flight per shard, default 256),
     /// `HERALD_RETRY_MAX_ATTEMPTS` (8), `HERALD_RETRY_MAX_AGE_SECONDS` (86400),
     /// `HERALD_RETRY_QUOTA_SECONDS` (first wait after FCM's QUOTA_EXCEEDED, 60 as Google asks),
@@ -58,30 +58,30 @@ public struct WorkerConfiguration: Sendable {
     public var shard = ShardSettings()
     /// `HERALD_INVALIDATION_WINDOW` (answers, default 200) and `HERALD_INVALIDATION_THRESHOLD`
     /// (largest share of unregistered answers acted on, default 0.2).
-    public var invalidationWindow: Int = 200
-    public var invalidationThreshold: Double = 0.2
+    var invalidationWindow: Int = 200
+    var invalidationThreshold: Double = 0.2
     /// `HERALD_EVENT_LOOPS`: threads for provider connections, default 2.
-    public var eventLoops: Int = 2
+    var eventLoops: Int = 2
     /// `HERALD_LOG_LEVEL`: debug, info (default), warning, error.
-    public var logLevel: WorkerLog.Level = .info
+    var logLevel: WorkerLog.Level = .info
     /// `HERALD_APNS_RATE_PER_MINUTE` (default none) and `HERALD_FCM_RATE_PER_MINUTE` (default
     /// 600,000): sends a minute per app on each provider, shared by the live workers.
-    public var providerCeilings = ProviderCeilings()
+    var providerCeilings = ProviderCeilings()
     /// `HERALD_METRICS_INTERVAL_SECONDS`: how often a report goes to the metrics topic, default 10.
-    public var metricsInterval: Duration = .seconds(10)
+    var metricsInterval: Duration = .seconds(10)
     /// `HERALD_RETENTION_DAYS`: days finished jobs and device-event dedupe rows are kept
     /// (``RetentionSweeper``), default 30; 0 keeps them forever.
-    public var retentionDays: Int = 30
+    var retentionDays: Int = 30
     /// `HERALD_HALTED_SWEEP_SECONDS`: how often a worker looks for jobs that expired behind a
     /// halted provider (``HaltedJobSweeper``), default 60.
-    public var haltedSweepInterval: Duration = .seconds(60)
+    var haltedSweepInterval: Duration = .seconds(60)
     /// The build's version, for `herald_build_info` (set by `herald run`, not from the environment).
     public var buildVersion = "unknown"
     /// The git revision of the build, for `herald_build_info{revision}`.
     public var buildRevision = "unknown"
     /// `HERALD_*` variables of the environment Herald does not read (``ConfigurationAudit``),
     /// logged as a warning at start.
-    public var unknownVariables: [String] = []
+    var unknownVariables: [String] = []
 
     /// Topic names.
     public struct Topics: Sendable, Equatable {

@@ -5,20 +5,20 @@ import HeraldPostgres
 /// while it turns, idle or busy. A counter that has not moved for `stall` marks the worker
 /// stalled, so `/healthz` fails and the orchestrator restarts it. Work done is not a heartbeat:
 /// an idle worker is healthy.
-public struct HeartbeatMonitor: Sendable {
+struct HeartbeatMonitor: Sendable {
     private var beats: [String: (count: UInt64, changed: ContinuousClock.Instant)] = [:]
 
     /// An empty monitor.
-    public init() {}
+    init() {}
 
     /// Records `count` of the heartbeat `name` read at `now`.
-    public mutating func observe(_ name: String, count: UInt64, at now: ContinuousClock.Instant) {
+    mutating func observe(_ name: String, count: UInt64, at now: ContinuousClock.Instant) {
         if let last = beats[name], last.count == count { return }
         beats[name] = (count, now)
     }
 
     /// The heartbeats that have not moved for longer than `stall`, sorted.
-    public func stalled(at now: ContinuousClock.Instant, after stall: Duration) -> [String] {
+    func stalled(at now: ContinuousClock.Instant, after stall: Duration) -> [String] {
         beats.filter { now - $0.value.changed > stall }.map(\.key).sorted()
     }
 }
@@ -26,9 +26,9 @@ public struct HeartbeatMonitor: Sendable {
 /// What `/readyz` answers (pure). Ready once every lane has completed its first consumer-group
 /// join (its assignment may be empty: workers may outnumber partitions) and PostgreSQL answers;
 /// the body names what is missing, `kafka` or `db`, never a library's error text.
-public enum Readiness {
+enum Readiness {
     /// Status and body for the probe.
-    public static func answer(stopping: Bool, lanesJoined: Int, lanes: Int, databaseAnswers: Bool) -> (status: Int, body: String) {
+    static func answer(stopping: Bool, lanesJoined: Int, lanes: Int, databaseAnswers: Bool) -> (status: Int, body: String) {
         if stopping { return (503, "stopping\n") }
         if lanesJoined < lanes { return (503, "kafka\n") }
         if !databaseAnswers { return (503, "db\n") }

@@ -5,9 +5,9 @@ import Synchronization
 /// The worker's log: one JSON object per line on standard output (DESIGN §6) with `level`,
 /// `time`, `worker`, `message` and the fields given (job id, shard, …). Device tokens and
 /// credentials never go in whole: pass them through ``redact(_:)``.
-public struct WorkerLog: Sendable {
+struct WorkerLog: Sendable {
     /// Severity, lowest first.
-    public enum Level: Int, Sendable, Comparable, CaseIterable {
+    enum Level: Int, Sendable, Comparable, CaseIterable {
         case debug, info, warning, error
 
         var name: String {
@@ -20,7 +20,7 @@ public struct WorkerLog: Sendable {
         }
 
         /// `HERALD_LOG_LEVEL` values: debug, info, warning (or warn), error.
-        public init?(name: String) {
+        init?(name: String) {
             switch name.lowercased() {
             case "debug": self = .debug
             case "info": self = .info
@@ -30,19 +30,19 @@ public struct WorkerLog: Sendable {
             }
         }
 
-        public static func < (lhs: Level, rhs: Level) -> Bool { lhs.rawValue < rhs.rawValue }
+        static func < (lhs: Level, rhs: Level) -> Bool { lhs.rawValue < rhs.rawValue }
     }
 
     /// The worker id written on every line.
-    public let workerID: String
+    let workerID: String
     /// Lines below this level are not written.
-    public let minimum: Level
+    let minimum: Level
     private let sink: @Sendable (String) -> Void
 
     private static let lock = Mutex(())
 
     /// A log for `workerID` writing to standard output (or `sink`, for tests).
-    public init(workerID: String, minimum: Level = .info, sink: (@Sendable (String) -> Void)? = nil) {
+    init(workerID: String, minimum: Level = .info, sink: (@Sendable (String) -> Void)? = nil) {
         self.workerID = workerID
         self.minimum = minimum
         self.sink = sink ?? { line in
@@ -53,7 +53,7 @@ public struct WorkerLog: Sendable {
     }
 
     /// Writes a line.
-    public func log(_ level: Level, _ message: String, _ fields: [String: JSONValue] = [:]) {
+    func log(_ level: Level, _ message: String, _ fields: [String: JSONValue] = [:]) {
         guard level >= minimum else { return }
         var object = fields
         object["level"] = .string(level.name)
@@ -63,14 +63,14 @@ public struct WorkerLog: Sendable {
         sink(JSONValue.object(object).serialized())
     }
 
-    public func debug(_ message: String, _ fields: [String: JSONValue] = [:]) { log(.debug, message, fields) }
-    public func info(_ message: String, _ fields: [String: JSONValue] = [:]) { log(.info, message, fields) }
-    public func warning(_ message: String, _ fields: [String: JSONValue] = [:]) { log(.warning, message, fields) }
-    public func error(_ message: String, _ fields: [String: JSONValue] = [:]) { log(.error, message, fields) }
+    func debug(_ message: String, _ fields: [String: JSONValue] = [:]) { log(.debug, message, fields) }
+    func info(_ message: String, _ fields: [String: JSONValue] = [:]) { log(.info, message, fields) }
+    func warning(_ message: String, _ fields: [String: JSONValue] = [:]) { log(.warning, message, fields) }
+    func error(_ message: String, _ fields: [String: JSONValue] = [:]) { log(.error, message, fields) }
 
     /// A secret or device token shortened to its first 6 characters (at most a third of it, for
     /// short ones) and its length, enough to tell two apart in a log and useless to send with.
-    public static func redact(_ secret: String) -> String {
+    static func redact(_ secret: String) -> String {
         "\(secret.prefix(min(6, secret.count / 3)))…(\(secret.utf8.count))"
     }
 }

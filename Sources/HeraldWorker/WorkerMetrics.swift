@@ -6,29 +6,29 @@ import Synchronization
 ///
 /// Every figure lives in one `State` behind one `Mutex`: an update is a dictionary lookup and an
 /// add, which costs far less than the network send it records.
-public final class WorkerMetrics: Sendable {
+final class WorkerMetrics: Sendable {
     /// The bucket upper bounds (seconds) of `herald_send_duration_seconds`; `+Inf` is implied.
-    public static let sendDurationBounds: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+    static let sendDurationBounds: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
     /// A send-latency histogram for one provider.
-    public struct Histogram: Sendable, Equatable {
+    struct Histogram: Sendable, Equatable {
         /// Observations per bucket, not cumulative: `bucketCounts[i]` counts values in
         /// (`bounds[i-1]`, `bounds[i]`]; the last element counts values above the last bound (`+Inf`).
-        public var bucketCounts: [Int]
+        var bucketCounts: [Int]
         /// The sum of all observed values, in seconds.
-        public var sum: Double
+        var sum: Double
         /// How many values were observed.
-        public var count: Int
+        var count: Int
 
         /// An empty histogram over ``WorkerMetrics/sendDurationBounds``.
-        public init() {
+        init() {
             bucketCounts = Array(repeating: 0, count: WorkerMetrics.sendDurationBounds.count + 1)
             sum = 0
             count = 0
         }
 
         /// Counts at or below each bound, then the total (the `+Inf` bucket), as Prometheus exposes them.
-        public var cumulativeCounts: [Int] {
+        var cumulativeCounts: [Int] {
             var running = 0
             return bucketCounts.map { count in
                 running += count
@@ -39,7 +39,7 @@ public final class WorkerMetrics: Sendable {
         /// The `quantile` (0…1) estimated as Prometheus' `histogram_quantile` does: linear
         /// interpolation inside the bucket that holds it, 0 as the first bucket's lower edge, and
         /// the highest finite bound when it falls in `+Inf`. Nil when nothing was observed.
-        public func estimate(quantile: Double) -> Double? {
+        func estimate(quantile: Double) -> Double? {
             guard count > 0, quantile.isFinite else { return nil }
             let q = min(max(quantile, 0), 1)
             let bounds = WorkerMetrics.sendDurationBounds
@@ -59,11 +59,11 @@ public final class WorkerMetrics: Sendable {
         }
 
         /// Estimated median send duration in seconds.
-        public var p50: Double? { estimate(quantile: 0.5) }
+        var p50: Double? { estimate(quantile: 0.5) }
         /// Estimated 90th percentile send duration in seconds.
-        public var p90: Double? { estimate(quantile: 0.9) }
+        var p90: Double? { estimate(quantile: 0.9) }
         /// Estimated 99th percentile send duration in seconds.
-        public var p99: Double? { estimate(quantile: 0.99) }
+        var p99: Double? { estimate(quantile: 0.99) }
 
         mutating func observe(_ seconds: Double) {
             let bounds = WorkerMetrics.sendDurationBounds
@@ -80,98 +80,98 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// Estimated send-duration percentiles for one provider, in seconds (nil before the first send).
-    public struct Percentiles: Sendable, Equatable {
+    struct Percentiles: Sendable, Equatable {
         /// Median.
-        public var p50: Double?
+        var p50: Double?
         /// 90th percentile.
-        public var p90: Double?
+        var p90: Double?
         /// 99th percentile.
-        public var p99: Double?
+        var p99: Double?
     }
 
     /// A reason count's labels: provider, final outcome and the receipt reason.
-    public struct ReasonKey: Sendable, Hashable {
-        public var provider: String
-        public var outcome: String
-        public var reason: Receipt.Reason
+    struct ReasonKey: Sendable, Hashable {
+        var provider: String
+        var outcome: String
+        var reason: Receipt.Reason
     }
 
     /// A notification count's labels.
-    public struct NotificationKey: Sendable, Hashable {
+    struct NotificationKey: Sendable, Hashable {
         /// `apns` or `fcm`.
-        public var provider: String
+        var provider: String
         /// `accepted`, `unregistered`, `failed`, `dropped`, `retried` or `halted`.
-        public var outcome: String
+        var outcome: String
 
         /// Creates a key.
-        public init(provider: String, outcome: String) {
+        init(provider: String, outcome: String) {
             self.provider = provider
             self.outcome = outcome
         }
     }
 
     /// A copy of every figure at one moment.
-    public struct Snapshot: Sendable, Equatable {
+    struct Snapshot: Sendable, Equatable {
         /// The worker these figures belong to.
-        public var workerID: String
+        var workerID: String
         /// `herald_notifications_total` by provider and outcome.
-        public var notifications: [NotificationKey: Int] = [:]
+        var notifications: [NotificationKey: Int] = [:]
         /// `herald_notification_reasons_total`: the final `unregistered`, `failed` and `dropped`
         /// outcomes again, by their receipt reason (a ``Receipt/Reason``, so the label is bounded).
-        public var notificationReasons: [ReasonKey: Int] = [:]
+        var notificationReasons: [ReasonKey: Int] = [:]
         /// `herald_send_duration_seconds` by provider.
-        public var sendDurations: [String: Histogram] = [:]
+        var sendDurations: [String: Histogram] = [:]
         /// Percentiles estimated from ``sendDurations``, by provider.
-        public var sendDurationPercentiles: [String: Percentiles] = [:]
+        var sendDurationPercentiles: [String: Percentiles] = [:]
         /// `herald_jobs_started_total`.
-        public var jobsStarted = 0
+        var jobsStarted = 0
         /// `herald_jobs_finished_total`.
-        public var jobsFinished = 0
+        var jobsFinished = 0
         /// Jobs finished, by final state (`completed`, `cancelled`).
-        public var jobsFinishedByState: [String: Int] = [:]
+        var jobsFinishedByState: [String: Int] = [:]
         /// Provider requests by provider and result (`accepted`, `unregistered`, `retryable`,
         /// `failed`, `credentials`): attempts, where `notifications` counts outcomes.
-        public var sendAttempts: [NotificationKey: Int] = [:]
+        var sendAttempts: [NotificationKey: Int] = [:]
         /// `herald_shards_started_total`.
-        public var shardsStarted = 0
+        var shardsStarted = 0
         /// `herald_shards_finished_total`.
-        public var shardsFinished = 0
+        var shardsFinished = 0
         /// `herald_dead_letters_total` by lane and cause.
-        public var deadLetterCounts: [DeadLetterKey: Int] = [:]
+        var deadLetterCounts: [DeadLetterKey: Int] = [:]
         /// Every dead letter, whatever its lane and cause.
-        public var deadLetters: Int { deadLetterCounts.values.reduce(0, +) }
+        var deadLetters: Int { deadLetterCounts.values.reduce(0, +) }
         /// `herald_oldest_unprocessed_seconds` by lane: how long the oldest message a lane has
         /// read and not finished has waited (0 when it holds none).
-        public var oldestUnprocessed: [String: Double] = [:]
+        var oldestUnprocessed: [String: Double] = [:]
         /// `herald_device_events_dropped_total` by reason (`unknown-job`).
-        public var deviceEventsDropped: [String: Int] = [:]
+        var deviceEventsDropped: [String: Int] = [:]
         /// `herald_device_events_total` by type (`received`, `confirmed`, `clicked`).
-        public var deviceEvents: [String: Int] = [:]
+        var deviceEvents: [String: Int] = [:]
         /// `herald_kafka_errors_total`.
-        public var kafkaErrors = 0
+        var kafkaErrors = 0
         /// `herald_postgres_errors_total`.
-        public var postgresErrors = 0
+        var postgresErrors = 0
         /// `herald_rebalances_total`.
-        public var rebalances = 0
+        var rebalances = 0
         /// `herald_in_flight`: notifications sent and not yet answered.
-        public var inFlight = 0
+        var inFlight = 0
         /// `herald_open_connections` by provider.
-        public var openConnections: [String: Int] = [:]
+        var openConnections: [String: Int] = [:]
         /// The worker's PostgreSQL pool: `in_use`, `idle`, `waiting` (callers queued for a connection).
-        public var databasePool: [String: Int] = [:]
+        var databasePool: [String: Int] = [:]
         /// Cluster-wide, read from PostgreSQL: `halted_apps`, `parked_retries`, `scheduled_due`,
         /// `scheduled_waiting` (the same on every worker).
-        public var backlog: [String: Int] = [:]
+        var backlog: [String: Int] = [:]
         /// Per lane: messages of its partitions not committed yet (`KafkaConsumer.lag`).
-        public var consumerLag: [String: Int] = [:]
+        var consumerLag: [String: Int] = [:]
 
         /// Notifications with this provider and outcome.
-        public func notifications(provider: String, outcome: String) -> Int {
+        func notifications(provider: String, outcome: String) -> Int {
             notifications[NotificationKey(provider: provider, outcome: outcome)] ?? 0
         }
 
         /// The snapshot as a JSON object for the metrics topic (percentiles in seconds, null when unknown).
-        public func json() -> JSONValue {
+        func json() -> JSONValue {
             var byProvider: [String: [String: JSONValue]] = [:]
             for (key, value) in notifications {
                 byProvider[key.provider, default: [:]][key.outcome] = .int(value)
@@ -206,11 +206,11 @@ public final class WorkerMetrics: Sendable {
     static let knownDeviceEventTypes = ["received", "confirmed", "clicked"]
 
     /// The worker these figures belong to.
-    public let workerID: String
+    let workerID: String
     private let state: Mutex<Snapshot>
 
     /// Creates zeroed metrics for worker `workerID`.
-    public init(workerID: String) {
+    init(workerID: String) {
         self.workerID = workerID
         var initial = Snapshot(workerID: workerID)
         for provider in Self.knownProviders {
@@ -228,7 +228,7 @@ public final class WorkerMetrics: Sendable {
     /// (`accepted` | `unregistered` | `failed` | `dropped` | `retried` | `halted`).
     /// `reason`: the receipt's reason of a final `unregistered`, `failed` or `dropped`, also
     /// counted in `herald_notification_reasons_total`.
-    public func notification(provider: String, outcome: String, reason: Receipt.Reason? = nil, count: Int = 1) {
+    func notification(provider: String, outcome: String, reason: Receipt.Reason? = nil, count: Int = 1) {
         let key = NotificationKey(provider: provider, outcome: outcome)
         state.withLock { state in
             state.notifications[key, default: 0] += count
@@ -238,16 +238,16 @@ public final class WorkerMetrics: Sendable {
 
     /// Records the seconds from request start to the provider's answer in `provider`'s histogram.
     /// Negative values count as 0; NaN and infinities are ignored (a clock bug, not a latency).
-    public func sendDuration(provider: String, seconds: Double) {
+    func sendDuration(provider: String, seconds: Double) {
         guard seconds.isFinite else { return }
         let value = max(seconds, 0)
         state.withLock { $0.sendDurations[provider, default: Histogram()].observe(value) }
     }
 
     /// Counts a job whose processing began.
-    public func jobStarted() { state.withLock { $0.jobsStarted += 1 } }
+    func jobStarted() { state.withLock { $0.jobsStarted += 1 } }
     /// Counts a job whose processing ended.
-    public func jobFinished(state finalState: String = "completed") {
+    func jobFinished(state finalState: String = "completed") {
         state.withLock { state in
             state.jobsFinished += 1
             state.jobsFinishedByState[finalState, default: 0] += 1
@@ -255,67 +255,67 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// One provider request answered (or lost), by provider and `DeliveryOutcome.attemptResult`.
-    public func sendAttempt(provider: String, result: String) {
+    func sendAttempt(provider: String, result: String) {
         state.withLock { $0.sendAttempts[NotificationKey(provider: provider, outcome: result), default: 0] += 1 }
     }
     /// Counts a shard whose sending began.
-    public func shardStarted() { state.withLock { $0.shardsStarted += 1 } }
+    func shardStarted() { state.withLock { $0.shardsStarted += 1 } }
     /// Counts a shard whose sending ended.
-    public func shardFinished() { state.withLock { $0.shardsFinished += 1 } }
+    func shardFinished() { state.withLock { $0.shardsFinished += 1 } }
     /// Counts a message of `lane` sent to the dead-letter topic with `cause`.
-    public func deadLettered(lane: String, cause: String) {
+    func deadLettered(lane: String, cause: String) {
         state.withLock { $0.deadLetterCounts[DeadLetterKey(lane: lane, cause: cause), default: 0] += 1 }
     }
     /// Sets how long the oldest message `lane` holds unfinished has waited.
-    public func setOldestUnprocessed(lane: String, seconds: Double) { state.withLock { $0.oldestUnprocessed[lane] = seconds } }
+    func setOldestUnprocessed(lane: String, seconds: Double) { state.withLock { $0.oldestUnprocessed[lane] = seconds } }
     /// Counts a device event dropped without a receipt, by `reason`.
-    public func deviceEventDropped(reason: String) { state.withLock { $0.deviceEventsDropped[reason, default: 0] += 1 } }
+    func deviceEventDropped(reason: String) { state.withLock { $0.deviceEventsDropped[reason, default: 0] += 1 } }
 
     /// Counts a device event of `type` (`received` | `confirmed` | `clicked`).
-    public func deviceEvent(type: String) {
+    func deviceEvent(type: String) {
         state.withLock { $0.deviceEvents[type, default: 0] += 1 }
     }
 
     /// Counts a Kafka error.
-    public func kafkaError() { state.withLock { $0.kafkaErrors += 1 } }
+    func kafkaError() { state.withLock { $0.kafkaErrors += 1 } }
     /// Counts a PostgreSQL error.
-    public func postgresError() { state.withLock { $0.postgresErrors += 1 } }
+    func postgresError() { state.withLock { $0.postgresErrors += 1 } }
     /// Sets the rebalance counter to the partition assignments this worker's consumers have
     /// received so far (each rebalance ends in one per consumer; the first join counts).
-    public func setRebalances(_ total: Int) { state.withLock { $0.rebalances = max($0.rebalances, total) } }
+    func setRebalances(_ total: Int) { state.withLock { $0.rebalances = max($0.rebalances, total) } }
 
     /// Moves the in-flight gauge by `delta` (+1 when a send starts, -1 when it is answered).
-    public func adjustInFlight(_ delta: Int) { state.withLock { $0.inFlight += delta } }
+    func adjustInFlight(_ delta: Int) { state.withLock { $0.inFlight += delta } }
 
     /// Sets a lane's consumer lag.
-    public func setConsumerLag(lane: String, _ value: Int) { state.withLock { $0.consumerLag[lane] = value } }
+    func setConsumerLag(lane: String, _ value: Int) { state.withLock { $0.consumerLag[lane] = value } }
 
     /// Sets the cluster-wide backlog gauges.
-    public func setBacklog(haltedApps: Int, parkedRetries: Int, scheduledDue: Int, scheduledWaiting: Int) {
+    func setBacklog(haltedApps: Int, parkedRetries: Int, scheduledDue: Int, scheduledWaiting: Int) {
         state.withLock {
             $0.backlog = ["halted_apps": haltedApps, "parked_retries": parkedRetries, "scheduled_due": scheduledDue, "scheduled_waiting": scheduledWaiting]
         }
     }
 
     /// Sets the pool gauges, read when `/metrics` is scraped.
-    public func setDatabasePool(inUse: Int, idle: Int, waiting: Int) {
+    func setDatabasePool(inUse: Int, idle: Int, waiting: Int) {
         state.withLock { $0.databasePool = ["in_use": inUse, "idle": idle, "waiting": waiting] }
     }
 
     /// Sets the open-connections gauge for `provider`.
-    public func setOpenConnections(provider: String, _ value: Int) {
+    func setOpenConnections(provider: String, _ value: Int) {
         state.withLock { $0.openConnections[provider] = value }
     }
 
     /// A copy of every figure, with per-provider p50/p90/p99 estimated from the histograms.
-    public func snapshot() -> Snapshot {
+    func snapshot() -> Snapshot {
         var copy = state.withLock { $0 }
         copy.sendDurationPercentiles = copy.sendDurations.mapValues { Percentiles(p50: $0.p50, p90: $0.p90, p99: $0.p99) }
         return copy
     }
 
     /// Every metric in the Prometheus text exposition format 0.0.4 (`text/plain; version=0.0.4`).
-    public func prometheusText() -> String {
+    func prometheusText() -> String {
         let s = state.withLock { $0 }
         var text = PrometheusText()
 
@@ -487,9 +487,9 @@ struct PrometheusText {
 }
 
 /// A `herald_dead_letters_total` series.
-public struct DeadLetterKey: Sendable, Hashable {
+struct DeadLetterKey: Sendable, Hashable {
     /// `jobs`, `urgent`, `shards`, `device-events`.
-    public var lane: String
+    var lane: String
     /// A ``DeadLetter/Cause`` raw value.
-    public var cause: String
+    var cause: String
 }

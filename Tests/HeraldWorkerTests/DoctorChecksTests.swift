@@ -1,4 +1,4 @@
-import HeraldWorker
+@testable import HeraldWorker
 import Testing
 
 @Suite struct DoctorChecksTests {

@@ -1,5 +1,5 @@
 import HeraldCore
-import HeraldWorker
+@testable import HeraldWorker
 import Testing
 
 @Suite struct RetryPolicyTests {

@@ -2,7 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldPostgres
 import HeraldTestSupport
-import HeraldWorker
+@testable import HeraldWorker
 import Synchronization
 import Testing
 

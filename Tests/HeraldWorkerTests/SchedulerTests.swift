@@ -3,7 +3,7 @@ import HeraldCore
 import HeraldKafka
 import HeraldPostgres
 import HeraldTestSupport
-import HeraldWorker
+@testable import HeraldWorker
 import Synchronization
 import Testing
 

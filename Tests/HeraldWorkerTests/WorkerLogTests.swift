@@ -1,6 +1,6 @@
 import Foundation
 import HeraldCore
-import HeraldWorker
+@testable import HeraldWorker
 import Synchronization
 import Testing
 
