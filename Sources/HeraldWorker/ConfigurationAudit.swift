@@ -1,4 +1,4 @@
-public import HeraldCore
+import HeraldCore
 import HeraldPostgres
 
 /// What `herald run` logs about its configuration at start (issue 21): `HERALD_*` variables it

@@ -1,6 +1,6 @@
-public import HeraldCore
-public import HeraldKafka
-public import HeraldPostgres
+import HeraldCore
+import HeraldKafka
+import HeraldPostgres
 
 /// Consumes `herald.device-events` (DESIGN §1): validates each event (bad ones are dead-lettered),
 /// checks that its app owns the job and the subscription it names, forwards the first sighting

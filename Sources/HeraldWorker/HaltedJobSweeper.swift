@@ -1,5 +1,5 @@
-public import HeraldCore
-public import HeraldPostgres
+import HeraldCore
+import HeraldPostgres
 
 /// Settles jobs whose `expires_at` passed while their shards waited behind a halted provider.
 /// No shard runs while its app is halted (the runner parks every subscription and hands the

@@ -1,6 +1,6 @@
-public import HeraldCore
-public import HeraldKafka
-public import HeraldPostgres
+import HeraldCore
+import HeraldKafka
+import HeraldPostgres
 
 /// Takes send jobs off `herald.jobs` (DESIGN §1): validates them (a malformed job becomes a dead
 /// letter, never a crash or an endless retry), records them once by id (a replay never fans out

@@ -1,4 +1,4 @@
-public import HeraldPostgres
+import HeraldPostgres
 
 /// `delivery.throttle_per_minute` for one shard run: takes tokens from the job's bucket in
 /// PostgreSQL (shared by all its shards on all workers) in small batches and waits when the

@@ -1,5 +1,5 @@
-public import HeraldCore
-public import HeraldPostgres
+import HeraldCore
+import HeraldPostgres
 
 /// Where a shard run's subscriptions come from. Notification and VoIP jobs: their audience.
 /// Live activities (issue 9): `update` and `end` go to the subscriptions attached to the

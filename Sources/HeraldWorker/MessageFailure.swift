@@ -1,4 +1,4 @@
-public import HeraldCore
+import HeraldCore
 import HeraldKafka
 import HeraldPostgres
 

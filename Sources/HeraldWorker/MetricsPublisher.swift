@@ -1,4 +1,4 @@
-public import HeraldCore
+import HeraldCore
 import HeraldKafka
 
 /// Publishes a `herald.metrics.v1` report to the metrics topic every `interval` (default 10 s,

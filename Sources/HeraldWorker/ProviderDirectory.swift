@@ -1,9 +1,9 @@
-public import HeraldAPNs
-public import HeraldCore
+import HeraldAPNs
+import HeraldCore
 import HeraldCrypto
-public import HeraldFCM
-public import HeraldHTTP2
-public import HeraldPostgres
+import HeraldFCM
+import HeraldHTTP2
+import HeraldPostgres
 import Synchronization
 
 /// Where the providers are: Apple's and Google's hosts, or simulators (`HERALD_APNS_ENDPOINT`,

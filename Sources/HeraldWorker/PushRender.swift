@@ -1,6 +1,6 @@
-public import HeraldAPNs
-public import HeraldCore
-public import HeraldPostgres
+import HeraldAPNs
+import HeraldCore
+import HeraldPostgres
 
 /// What one subscription receives for a job, decided without sockets: the provider, the keys of
 /// the app's payload profile (`schemas/payloads.md`, "Payload profiles") and the rendered request.

@@ -1,5 +1,5 @@
-public import HeraldCore
-public import HeraldKafka
+import HeraldCore
+import HeraldKafka
 
 /// Why a message could not be published, after the retries.
 struct PublishError: Error, Sendable, CustomStringConvertible {

@@ -1,4 +1,4 @@
-public import HeraldPostgres
+import HeraldPostgres
 
 /// Runs `HERALD_RETENTION_DAYS` (DESIGN §3): ``RetentionRepository``'s sweep (where the SQL
 /// is) now and then every `interval`, logging what went. Every worker runs a sweeper; the

@@ -1,5 +1,5 @@
-public import HeraldCore
-public import HeraldFCM
+import HeraldCore
+import HeraldFCM
 
 /// When a retryable send is tried again, and when it gives up (DESIGN §4): exponential backoff
 /// with jitter, honouring `Retry-After`, until the job's `expires_at`, a maximum age (default

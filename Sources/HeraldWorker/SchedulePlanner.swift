@@ -1,5 +1,5 @@
-public import HeraldCore
-public import HeraldPostgres
+import HeraldCore
+import HeraldPostgres
 
 /// Plans a job with `delivery.send_after` (in the future), `local_time`, `respect_quiet_hours`
 /// or `best_hour` into sub-jobs released later by the ``Scheduler`` (docs/SCHEDULING.md):

@@ -1,6 +1,6 @@
-public import HeraldCore
-public import HeraldKafka
-public import HeraldPostgres
+import HeraldCore
+import HeraldKafka
+import HeraldPostgres
 import Synchronization
 
 /// The scheduler of DESIGN §1, run by every worker: claims due rows of `scheduled_jobs` for a

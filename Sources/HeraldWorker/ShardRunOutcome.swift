@@ -1,4 +1,4 @@
-public import HeraldCore
+import HeraldCore
 
 /// How a shard run ended, which decides whether its Kafka message is committed.
 enum ShardRunOutcome: Sendable, Equatable {

@@ -1,5 +1,5 @@
-public import HeraldCore
-public import HeraldPostgres
+import HeraldCore
+import HeraldPostgres
 import Synchronization
 
 /// How the shard runner paces itself.

@@ -1,10 +1,10 @@
 import Dispatch
 import Glibc
-public import HeraldCore
+import HeraldCore
 import HeraldCrypto
 import HeraldHTTP2
-public import HeraldKafka
-public import HeraldPostgres
+import HeraldKafka
+import HeraldPostgres
 import Synchronization
 
 /// Why a worker could not start, with the variable or service to fix.

@@ -1,4 +1,4 @@
-public import HeraldCore
+import HeraldCore
 import Synchronization
 
 /// A worker's counters, gauges and send-latency histograms: updated per notification by the
