@@ -40,18 +40,7 @@ struct LiveActivityEndToEndTests {
     }
 
     func withFixture(_ scenario: String, _ body: (LiveActivityFixture) async throws -> Void) async throws {
-        let fixture = try await LiveActivityFixture(scenario)
-        var failed = true
-        defer { if failed { FileHandle.standardError.write(Data("live e2e: \(scenario) failed\n".utf8)) } }
-        do {
-            try await body(fixture)
-            failed = false
-        } catch {
-            _ = await fixture.tearDown(keepLogs: true)
-            throw error
-        }
-        let statuses = await fixture.tearDown(keepLogs: false)
-        #expect(statuses.allSatisfy { $0 == 0 }, "worker exit statuses \(statuses)")
+        try await LiveActivityFixture.with(scenario, failure: "live e2e: \(scenario) failed", body)
     }
 
     // MARK: 1,000 shuffled updates, four workers

@@ -5,6 +5,7 @@ import HeraldKafka
 import HeraldPostgres
 import HeraldTestSupport
 import Synchronization
+import Testing
 
 /// The world of one issue-9 scenario: a database, a `herald sim --log`, topics and a consumer
 /// group of its own on the test broker, `herald run` workers, and every receipt read from the
@@ -27,10 +28,10 @@ final class LiveActivityFixture {
     let topics: [String: String]
     let producer: KafkaProducer
     let receipts = Receipts()
-    private(set) var simulator: Background?
+    private(set) var simulator: BackgroundProcess?
     private(set) var apnsPort = 0
     private(set) var fcmPort = 0
-    private(set) var workers: [Background] = []
+    private(set) var workers: [BackgroundProcess] = []
     /// Each worker's `/metrics` port, by label.
     private(set) var metricsPorts: [String: Int] = [:]
     private var tail: Task<Void, Never>?
@@ -49,12 +50,7 @@ final class LiveActivityFixture {
         let base = serverURL.prefix { $0 != "?" }
         databaseURL = String(base[..<(base.lastIndex(of: "/") ?? base.endIndex)]) + "/" + name
         pool = PostgresPool(PostgresPoolConfiguration(url: databaseURL, size: 2, applicationName: "herald-live-test"))
-        var topics: [String: String] = [:]
-        for (variable, suffix) in [("HERALD_TOPIC_JOBS", "jobs"), ("HERALD_TOPIC_JOBS_URGENT", "jobs.urgent"), ("HERALD_TOPIC_SHARDS", "shards"),
-                                   ("HERALD_TOPIC_SHARDS_URGENT", "shards.urgent"), ("HERALD_TOPIC_RESULTS", "results"),
-                                   ("HERALD_TOPIC_DEVICE_EVENTS", "device-events"), ("HERALD_TOPIC_METRICS", "metrics"), ("HERALD_TOPIC_DLQ", "dlq")] {
-            topics[variable] = "\(name).\(suffix)"
-        }
+        let topics = WorkerEnvironment.topics(name)
         self.topics = topics
         producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: brokers))
         let migrated = try await Subprocess.runDetached(binary, ["migrate", "--database-url", databaseURL])
@@ -96,7 +92,7 @@ final class LiveActivityFixture {
 
     /// Starts `herald sim --log 5000` and creates the app with its credentials.
     func startSimulator(_ arguments: [String] = []) async throws {
-        let sim = try Background(binary: binary, arguments: ["sim", "--state-dir", simDirectory.path, "--log", "5000"] + arguments,
+        let sim = try BackgroundProcess(binary: binary, arguments: ["sim", "--state-dir", simDirectory.path, "--log", "5000"] + arguments,
                                  environment: [:], logs: directory, label: "sim")
         simulator = sim
         let deadline = Date().addingTimeInterval(30)
@@ -117,23 +113,15 @@ final class LiveActivityFixture {
 
     /// Starts `count` workers and waits for each to print "worker ready".
     func startWorkers(_ count: Int) async throws {
-        var started: [Background] = []
+        var started: [BackgroundProcess] = []
         for _ in 0..<count {
             let id = "w\(workers.count + 1)-\(name)"
-            var environment = baseEnvironment
-            environment["HERALD_APNS_ENDPOINT"] = "https://127.0.0.1:\(apnsPort)"
-            environment["HERALD_FCM_ENDPOINT"] = "https://127.0.0.1:\(fcmPort)"
-            environment["HERALD_FCM_TOKEN_HOSTS"] = "127.0.0.1"
-            environment["HERALD_TLS_CA_FILE"] = simDirectory.appendingPathComponent("ca.pem").path
             let port = try TestPorts.free()
-            environment["HERALD_HTTP_PORT"] = String(port)
             metricsPorts[id] = port
-            environment["HERALD_WORKER_ID"] = id
-            environment["HERALD_KAFKA_GROUP"] = "\(name).workers"
-            environment["HERALD_KAFKA_PROPERTY_SESSION_TIMEOUT_MS"] = "6000"
-            environment["HERALD_KAFKA_PROPERTY_HEARTBEAT_INTERVAL_MS"] = "500"
-            environment["HERALD_KAFKA_PROPERTY_TOPIC_METADATA_REFRESH_INTERVAL_MS"] = "1000"
-            let worker = try Background(binary: binary, arguments: ["run"], environment: environment, logs: directory, label: id)
+            let environment = WorkerEnvironment.make(baseEnvironment, apnsPort: apnsPort, fcmPort: fcmPort,
+                                                     caFile: simDirectory.appendingPathComponent("ca.pem"),
+                                                     id: id, group: "\(name).workers", httpPort: port)
+            let worker = try BackgroundProcess(binary: binary, arguments: ["run"], environment: environment, logs: directory, label: id)
             workers.append(worker)
             started.append(worker)
         }
@@ -252,12 +240,29 @@ final class LiveActivityFixture {
     }
 
     /// SIGKILL: a crash, no drain. The worker is left out of the exit statuses.
-    func kill(_ worker: Background) {
+    func kill(_ worker: BackgroundProcess) {
         killed.insert(worker.label)
         Glibc.kill(worker.process.processIdentifier, SIGKILL)
     }
 
     private var killed: Set<String> = []
+
+    /// Runs `body` on a fixture for `scenario` and tears it down: the logs stay, and `failure` goes
+    /// to stderr, when `body` throws; otherwise every worker not killed must have exited 0.
+    static func with(_ scenario: String, failure: String, _ body: (LiveActivityFixture) async throws -> Void) async throws {
+        let fixture = try await LiveActivityFixture(scenario)
+        var failed = true
+        defer { if failed { FileHandle.standardError.write(Data("\(failure)\n".utf8)) } }
+        do {
+            try await body(fixture)
+            failed = false
+        } catch {
+            _ = await fixture.tearDown(keepLogs: true)
+            throw error
+        }
+        let statuses = await fixture.tearDown(keepLogs: false)
+        #expect(statuses.allSatisfy { $0 == 0 }, "worker exit statuses \(statuses)")
+    }
 
     /// Stops everything and drops the database; logs stay when `keepLogs`. Returns the exit
     /// statuses of the workers not killed.
@@ -282,41 +287,6 @@ final class LiveActivityFixture {
             try? FileManager.default.removeItem(at: directory)
         }
         return statuses
-    }
-
-    /// A background `herald` process writing to files.
-    final class Background: @unchecked Sendable {
-        let process = Process()
-        let label: String
-        let stdoutFile: URL
-        let stderrFile: URL
-
-        init(binary: URL, arguments: [String], environment: [String: String], logs: URL, label: String) throws {
-            self.label = label
-            stdoutFile = logs.appendingPathComponent("\(label).out")
-            stderrFile = logs.appendingPathComponent("\(label).err")
-            _ = FileManager.default.createFile(atPath: stdoutFile.path, contents: nil)
-            _ = FileManager.default.createFile(atPath: stderrFile.path, contents: nil)
-            process.executableURL = binary
-            process.arguments = arguments
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-            process.standardOutput = try FileHandle(forWritingTo: stdoutFile)
-            process.standardError = try FileHandle(forWritingTo: stderrFile)
-            process.standardInput = FileHandle.nullDevice
-            try process.run()
-        }
-
-        var isRunning: Bool { process.isRunning }
-        var stdout: String { (try? String(contentsOf: stdoutFile, encoding: .utf8)) ?? "" }
-        var stderr: String { (try? String(contentsOf: stderrFile, encoding: .utf8)) ?? "" }
-
-        /// SIGTERM (SIGKILL after 20 s); the exit status.
-        func stop() async -> Int32 {
-            let process = self.process
-            return await withCheckedContinuation { continuation in
-                Thread.detachNewThread { continuation.resume(returning: Subprocess.stop(process, grace: 20)) }
-            }
-        }
     }
 
     /// Every receipt of the scenario.

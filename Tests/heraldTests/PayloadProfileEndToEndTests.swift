@@ -179,18 +179,7 @@ struct PayloadProfileEndToEndTests {
 
     @Test func eachDeviceReceivesExactlyTheKeysOfItsProfilesTable() async throws {
         let document = try PayloadDocument.load()
-        let fixture = try await LiveActivityFixture("profiles")
-        var failed = true
-        defer { if failed { FileHandle.standardError.write(Data("profiles e2e: failed\n".utf8)) } }
-        do {
-            try await run(fixture, document)
-            failed = false
-        } catch {
-            _ = await fixture.tearDown(keepLogs: true)
-            throw error
-        }
-        let statuses = await fixture.tearDown(keepLogs: false)
-        #expect(statuses.allSatisfy { $0 == 0 }, "worker exit statuses \(statuses)")
+        try await LiveActivityFixture.with("profiles", failure: "profiles e2e: failed") { try await run($0, document) }
     }
 
     func run(_ fixture: LiveActivityFixture, _ document: PayloadDocument) async throws {

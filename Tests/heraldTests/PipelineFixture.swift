@@ -62,12 +62,7 @@ final class PipelineFixture {
         databaseURL = String(base[..<(base.lastIndex(of: "/") ?? base.endIndex)]) + "/" + databaseName
         pool = PostgresPool(PostgresPoolConfiguration(url: databaseURL, size: 2, statementTimeout: .seconds(120), applicationName: "herald-e2e"))
 
-        var topics: [String: String] = [:]
-        for (variable, suffix) in [("HERALD_TOPIC_JOBS", "jobs"), ("HERALD_TOPIC_JOBS_URGENT", "jobs.urgent"), ("HERALD_TOPIC_SHARDS", "shards"),
-                                   ("HERALD_TOPIC_SHARDS_URGENT", "shards.urgent"), ("HERALD_TOPIC_RESULTS", "results"),
-                                   ("HERALD_TOPIC_DEVICE_EVENTS", "device-events"), ("HERALD_TOPIC_METRICS", "metrics"), ("HERALD_TOPIC_DLQ", "dlq")] {
-            topics[variable] = "\(name).\(suffix)"
-        }
+        let topics = WorkerEnvironment.topics(name)
         self.topics = topics
         producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: services.brokers))
         results = ReceiptLog()
@@ -187,20 +182,10 @@ final class PipelineFixture {
         var started: [WorkerProcess] = []
         for _ in 0..<count {
             let index = workers.count + 1
-            var environment = baseEnvironment
-            environment["HERALD_APNS_ENDPOINT"] = "https://127.0.0.1:\(simulator.apnsPort)"
-            environment["HERALD_FCM_ENDPOINT"] = "https://127.0.0.1:\(simulator.fcmPort)"
-            environment["HERALD_FCM_TOKEN_HOSTS"] = "127.0.0.1"
-            environment["HERALD_TLS_CA_FILE"] = simulator.stateDirectory.appendingPathComponent("ca.pem").path
-            environment["HERALD_HTTP_PORT"] = String(try TestPorts.free())
-            environment["HERALD_WORKER_ID"] = "w\(index)-\(name)"
-            environment["HERALD_KAFKA_GROUP"] = "\(name).workers"
+            var environment = WorkerEnvironment.make(baseEnvironment, apnsPort: simulator.apnsPort, fcmPort: simulator.fcmPort,
+                                                     caFile: simulator.stateDirectory.appendingPathComponent("ca.pem"),
+                                                     id: "w\(index)-\(name)", group: "\(name).workers", httpPort: try TestPorts.free())
             environment["HERALD_SHARD_SIZE"] = String(shardSize)
-            // The mock cluster evicts a dead member after the session timeout (librdkafka's default
-            // is 45 s); shorter here so a killed worker's partitions move on within the test's time.
-            environment["HERALD_KAFKA_PROPERTY_SESSION_TIMEOUT_MS"] = "6000"
-            environment["HERALD_KAFKA_PROPERTY_HEARTBEAT_INTERVAL_MS"] = "500"
-            environment["HERALD_KAFKA_PROPERTY_TOPIC_METADATA_REFRESH_INTERVAL_MS"] = "1000"
             // Metrics reports every second, so a test reads a job's totals there soon after it ends.
             environment["HERALD_METRICS_INTERVAL_SECONDS"] = "1"
             environment.merge(extra) { _, new in new }
@@ -290,15 +275,52 @@ final class PipelineFixture {
 
 // MARK: - Processes
 
+/// The environment of a `herald run` worker against both simulators.
+enum WorkerEnvironment {
+    /// Every `HERALD_TOPIC_*` variable, each topic named `name.<lane>`: a scenario's topics of its own.
+    static func topics(_ name: String) -> [String: String] {
+        var topics: [String: String] = [:]
+        for (variable, suffix) in [("HERALD_TOPIC_JOBS", "jobs"), ("HERALD_TOPIC_JOBS_URGENT", "jobs.urgent"), ("HERALD_TOPIC_SHARDS", "shards"),
+                                   ("HERALD_TOPIC_SHARDS_URGENT", "shards.urgent"), ("HERALD_TOPIC_RESULTS", "results"),
+                                   ("HERALD_TOPIC_DEVICE_EVENTS", "device-events"), ("HERALD_TOPIC_METRICS", "metrics"), ("HERALD_TOPIC_DLQ", "dlq")] {
+            topics[variable] = "\(name).\(suffix)"
+        }
+        return topics
+    }
+
+    /// `base` and the simulators' endpoints (their CA trusted, the FCM token host allowed), the
+    /// worker's id, health port and consumer group, and Kafka timings for a test's time.
+    static func make(_ base: [String: String], apnsPort: Int, fcmPort: Int, caFile: URL, id: String, group: String,
+                     httpPort: Int) -> [String: String] {
+        var environment = base
+        environment["HERALD_APNS_ENDPOINT"] = "https://127.0.0.1:\(apnsPort)"
+        environment["HERALD_FCM_ENDPOINT"] = "https://127.0.0.1:\(fcmPort)"
+        environment["HERALD_FCM_TOKEN_HOSTS"] = "127.0.0.1"
+        environment["HERALD_TLS_CA_FILE"] = caFile.path
+        environment["HERALD_HTTP_PORT"] = String(httpPort)
+        environment["HERALD_WORKER_ID"] = id
+        environment["HERALD_KAFKA_GROUP"] = group
+        // The mock cluster evicts a dead member after the session timeout (librdkafka's default
+        // is 45 s); shorter here so a killed worker's partitions move on within the test's time.
+        environment["HERALD_KAFKA_PROPERTY_SESSION_TIMEOUT_MS"] = "6000"
+        environment["HERALD_KAFKA_PROPERTY_HEARTBEAT_INTERVAL_MS"] = "500"
+        environment["HERALD_KAFKA_PROPERTY_TOPIC_METADATA_REFRESH_INTERVAL_MS"] = "1000"
+        return environment
+    }
+}
+
 /// A background `herald` process whose output goes to files (a pipe nobody reads would block it).
 class BackgroundProcess: @unchecked Sendable {
     // Process is thread-safe enough for isRunning/processIdentifier/terminationStatus; the
     // files are only appended to by the child.
     let process = Process()
+    /// Names the log files (`label.out`, `label.err`): "sim", or the worker's id.
+    let label: String
     let stdoutFile: URL
     let stderrFile: URL
 
     init(binary: URL, arguments: [String], environment: [String: String], logs: URL, label: String) throws {
+        self.label = label
         stdoutFile = logs.appendingPathComponent("\(label).out")
         stderrFile = logs.appendingPathComponent("\(label).err")
         _ = FileManager.default.createFile(atPath: stdoutFile.path, contents: nil)

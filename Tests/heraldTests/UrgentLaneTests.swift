@@ -101,11 +101,7 @@ final class HeraldRunWorld: @unchecked Sendable {
         let info = try ConnectionInfo(serverURL)
         databaseURL = "postgresql://\(info.options["user"] ?? "postgres")@\(info.options["host"] ?? "127.0.0.1"):\(info.options["port"] ?? "5432")/\(databaseName)"
         pool = PostgresPool(PostgresPoolConfiguration(url: databaseURL, size: 2))
-        for (variable, suffix) in [("HERALD_TOPIC_JOBS", "jobs"), ("HERALD_TOPIC_JOBS_URGENT", "jobs.urgent"), ("HERALD_TOPIC_SHARDS", "shards"),
-                                   ("HERALD_TOPIC_SHARDS_URGENT", "shards.urgent"), ("HERALD_TOPIC_RESULTS", "results"),
-                                   ("HERALD_TOPIC_DEVICE_EVENTS", "device-events"), ("HERALD_TOPIC_METRICS", "metrics"), ("HERALD_TOPIC_DLQ", "dlq")] {
-            topics[variable] = "\(name).\(suffix)"
-        }
+        topics = WorkerEnvironment.topics(name)
         producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: brokers))
         var options = KafkaConsumerOptions()
         options.maximumInFlight = 1_000_000
@@ -186,18 +182,10 @@ final class HeraldRunWorld: @unchecked Sendable {
         // 200,000-device campaign the urgent group took 11 to 28 s to settle (CI and local runs).
         await producer.prepare(topics: Array(topics.values))
         for index in 0..<count {
-            var environment = self.environment
-            environment["HERALD_APNS_ENDPOINT"] = "https://127.0.0.1:\(apnsPort)"
-            environment["HERALD_FCM_ENDPOINT"] = "https://127.0.0.1:\(fcmPort)"
-            environment["HERALD_FCM_TOKEN_HOSTS"] = "127.0.0.1"
-            environment["HERALD_TLS_CA_FILE"] = directory.appendingPathComponent("sim/ca.pem").path
-            environment["HERALD_HTTP_PORT"] = String(try TestPorts.free())
-            environment["HERALD_WORKER_ID"] = "w\(index)-\(name)"
-            environment["HERALD_KAFKA_GROUP"] = "\(name).workers"
+            var environment = WorkerEnvironment.make(self.environment, apnsPort: apnsPort, fcmPort: fcmPort,
+                                                     caFile: directory.appendingPathComponent("sim/ca.pem"),
+                                                     id: "w\(index)-\(name)", group: "\(name).workers", httpPort: try TestPorts.free())
             environment["HERALD_SHARD_SIZE"] = String(shardSize)
-            environment["HERALD_KAFKA_PROPERTY_SESSION_TIMEOUT_MS"] = "6000"
-            environment["HERALD_KAFKA_PROPERTY_HEARTBEAT_INTERVAL_MS"] = "500"
-            environment["HERALD_KAFKA_PROPERTY_TOPIC_METADATA_REFRESH_INTERVAL_MS"] = "1000"
             workers.append(try background(["run"], label: "worker\(index)", environment: environment))
         }
         for index in 0..<count {
