@@ -11,28 +11,15 @@ import Testing
 struct RetentionSweeperTests {
     private static let log = WorkerLog(workerID: "retention-test", sink: { _ in })
 
-    /// A migrated database of its own with an app `app`.
-    private func database() async throws -> (name: String, pool: PostgresPool) {
-        let serverURL = try TestEnvironment.require(TestEnvironment.databaseVariable)
-        let name = TestEnvironment.uniqueName("herald_retention")
-        let admin = try await PostgresConnection.connect(serverURL)
-        try await admin.execute("CREATE DATABASE \(name)")
-        await admin.close()
-        let info = try ConnectionInfo(serverURL)
-        let url = "postgresql://\(info.options["user"] ?? "postgres")@\(info.options["host"] ?? "127.0.0.1"):\(info.options["port"] ?? "5432")/\(name)"
-        let connection = try await PostgresConnection.connect(url)
-        _ = try await Migrator().migrate(connection)
-        try await connection.query("INSERT INTO apps (id, name) VALUES ('app', 'App')")
-        await connection.close()
-        return (name, PostgresPool(PostgresPoolConfiguration(url: url, size: 3)))
+    /// A migrated database of its own with an app `app`, and a pool on it.
+    private func migrated() async throws -> (database: WorkerTestDatabase, pool: PostgresPool) {
+        let database = try await WorkerTestDatabase.migrated()
+        return (database, database.pool(size: 3))
     }
 
-    private func drop(_ name: String, _ pool: PostgresPool) async {
+    private func drop(_ database: WorkerTestDatabase, _ pool: PostgresPool) async {
         await pool.close()
-        guard let serverURL = try? TestEnvironment.require(TestEnvironment.databaseVariable),
-              let admin = try? await PostgresConnection.connect(serverURL) else { return }
-        try? await admin.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
-        await admin.close()
+        await database.drop()
     }
 
     /// A job of two shards with one parked retry, then its times set `days` back (`state`
@@ -62,7 +49,7 @@ struct RetentionSweeperTests {
     }
 
     @Test func oldFinishedAndStuckJobsGoWithTheirShardsRecentOnesStay() async throws {
-        let (name, pool) = try await database()
+        let (database, pool) = try await migrated()
         try await job(pool, "old-completed", state: "completed", receivedDaysAgo: 40, finishedDaysAgo: 35)
         try await job(pool, "old-cancelled", state: "cancelled", receivedDaysAgo: 32, finishedDaysAgo: 31)
         try await job(pool, "recently-completed", state: "completed", receivedDaysAgo: 40, finishedDaysAgo: 5)
@@ -84,11 +71,11 @@ struct RetentionSweeperTests {
         #expect(try await ids(pool, "SELECT type FROM device_event_seen") == ["clicked"])
         // A second sweep finds nothing more.
         #expect(try await sweeper.sweep() == RetentionSweeper.Outcome())
-        await drop(name, pool)
+        await drop(database, pool)
     }
 
     @Test func scheduledWorkStaysWhileAnyOfItIsPending() async throws {
-        let (name, pool) = try await database()
+        let (database, pool) = try await migrated()
         // A parent received long ago, planned into two sub-jobs: one completed long ago, one
         // released months later (its row still in scheduled_jobs).
         try await job(pool, "parent", state: "scheduled", receivedDaysAgo: 100, finishedDaysAgo: nil)
@@ -107,11 +94,11 @@ struct RetentionSweeperTests {
             """, idempotent: false)
         _ = try await sweeper.sweep()
         #expect(try await ids(pool, "SELECT id FROM jobs ORDER BY id") == [])
-        await drop(name, pool)
+        await drop(database, pool)
     }
 
     @Test func deletesInBatchesUntilNothingIsLeft() async throws {
-        let (name, pool) = try await database()
+        let (database, pool) = try await migrated()
         let count = RetentionSweeper.batchSize * 2 + 17
         try await pool.query("""
             INSERT INTO device_event_seen (type, job_id, subscription_id, seen_at)
@@ -120,11 +107,11 @@ struct RetentionSweeperTests {
         let outcome = try await RetentionSweeper(pool: pool, retentionDays: 30, log: Self.log).sweep()
         #expect(outcome?.deviceEvents == count)
         #expect(try await pool.query("SELECT count(*) FROM device_event_seen").rows == [["0"]])
-        await drop(name, pool)
+        await drop(database, pool)
     }
 
     @Test func oneSweeperAtATimeAndZeroKeepsEverything() async throws {
-        let (name, pool) = try await database()
+        let (database, pool) = try await migrated()
         try await job(pool, "old-completed", state: "completed", receivedDaysAgo: 40, finishedDaysAgo: 35)
         // Another worker is sweeping: it holds the lock on a connection of its own.
         let other = try await pool.acquire()
@@ -138,11 +125,11 @@ struct RetentionSweeperTests {
         #expect(try await RetentionSweeper(pool: pool, retentionDays: 0, log: Self.log).sweep() == nil)
         #expect(try await ids(pool, "SELECT id FROM jobs") == ["old-completed"])
         await RetentionSweeper(pool: pool, retentionDays: 0, log: Self.log).run(stop: StopSignal())  // returns at once
-        await drop(name, pool)
+        await drop(database, pool)
     }
 
     @Test func runSweepsEveryIntervalUntilStopped() async throws {
-        let (name, pool) = try await database()
+        let (database, pool) = try await migrated()
         let lines = Mutex<[String]>([])
         let log = WorkerLog(workerID: "retention-test", sink: { line in lines.withLock { $0.append(line) } })
         let stop = StopSignal()
@@ -168,6 +155,6 @@ struct RetentionSweeperTests {
         await waiting.value
         #expect(ContinuousClock.now - started < .seconds(30), "a stop request ends the sleep")
         #expect(lines.withLock { $0 }.contains { $0.contains("retention sweep") && $0.contains("\"jobs\":1") })
-        await drop(name, pool)
+        await drop(database, pool)
     }
 }

@@ -14,7 +14,7 @@ struct AppsCommandTests {
     /// A migrated database (through `herald migrate`) and a folder of credential files.
     private struct Fixture {
         let url: String
-        let name: String
+        let database: CommandDatabase
         let pool: PostgresPool
         let folder: URL
         let p8: String
@@ -24,12 +24,8 @@ struct AppsCommandTests {
         let p8Fingerprint: String
 
         func drop() async {
-            await pool.close()
             try? FileManager.default.removeItem(at: folder)
-            guard let serverURL = try? TestEnvironment.require(TestEnvironment.databaseVariable),
-                  let admin = try? await PostgresConnection.connect(serverURL) else { return }
-            try? await admin.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
-            await admin.close()
+            await database.drop(closing: pool)
         }
 
         func write(_ name: String, _ text: String) throws -> String {
@@ -40,15 +36,8 @@ struct AppsCommandTests {
     }
 
     private func fixture() async throws -> Fixture {
-        let serverURL = try TestEnvironment.require(TestEnvironment.databaseVariable)
-        let name = TestEnvironment.uniqueName("herald_cli_apps")
-        let admin = try await PostgresConnection.connect(serverURL)
-        try await admin.execute("CREATE DATABASE \(name)")
-        await admin.close()
-        let info = try ConnectionInfo(serverURL)
-        let url = "postgresql://\(info.options["user"] ?? "postgres")@\(info.options["host"] ?? "127.0.0.1"):\(info.options["port"] ?? "5432")/\(name)"
-        let migrate = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["migrate", "--database-url", url])
-        #expect(migrate.status == 0, "\(migrate.stderr)")
+        let database = try await CommandDatabase.migrated("herald_cli_apps")
+        let url = database.url
 
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("herald-apps"))
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -63,10 +52,10 @@ struct AppsCommandTests {
             "client_email": .string("herald@demo-project.iam.gserviceaccount.com"),
             "token_uri": .string("https://oauth2.googleapis.com/token"),
         ]).serialized()
-        var fixture = Fixture(url: url, name: name, pool: PostgresPool(PostgresPoolConfiguration(url: url, size: 2)), folder: folder,
+        var fixture = Fixture(url: url, database: database, pool: PostgresPool(PostgresPoolConfiguration(url: url, size: 2)), folder: folder,
                               p8: p8, p8Path: "", serviceAccountPath: "", rsaPEM: rsa,
                               p8Fingerprint: Hex.encode(SHA256.hash(try key.publicKeyDER())))
-        fixture = Fixture(url: url, name: name, pool: fixture.pool, folder: folder, p8: p8,
+        fixture = Fixture(url: url, database: database, pool: fixture.pool, folder: folder, p8: p8,
                           p8Path: try fixture.write("AuthKey.p8", p8), serviceAccountPath: try fixture.write("service-account.json", account),
                           rsaPEM: rsa, p8Fingerprint: fixture.p8Fingerprint)
         return fixture

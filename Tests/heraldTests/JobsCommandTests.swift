@@ -12,28 +12,11 @@ struct JobsCommandTests {
     let urgentShards = TestEnvironment.uniqueName("cli.shards.urgent")
 
     /// A migrated database of its own (through `herald migrate`), with an app `demo`.
-    private func database() async throws -> (url: String, name: String, pool: PostgresPool) {
-        let serverURL = try TestEnvironment.require(TestEnvironment.databaseVariable)
-        let name = TestEnvironment.uniqueName("herald_cli_jobs")
-        let admin = try await PostgresConnection.connect(serverURL)
-        // The name is generated here, never from input.
-        try await admin.execute("CREATE DATABASE \(name)")
-        await admin.close()
-        let info = try ConnectionInfo(serverURL)
-        let url = "postgresql://\(info.options["user"] ?? "postgres")@\(info.options["host"] ?? "127.0.0.1"):\(info.options["port"] ?? "5432")/\(name)"
-        let migrate = try await Subprocess.runDetached(TestEnvironment.heraldBinary, ["migrate", "--database-url", url])
-        #expect(migrate.status == 0, "\(migrate.stderr)")
-        let pool = PostgresPool(PostgresPoolConfiguration(url: url, size: 2))
+    private func migrated() async throws -> (url: String, database: CommandDatabase, pool: PostgresPool) {
+        let database = try await CommandDatabase.migrated("herald_cli_jobs")
+        let pool = PostgresPool(PostgresPoolConfiguration(url: database.url, size: 2))
         try await pool.query("INSERT INTO apps (id, name) VALUES ('demo', 'Demo')")
-        return (url, name, pool)
-    }
-
-    private func drop(_ name: String, _ pool: PostgresPool) async {
-        await pool.close()
-        guard let serverURL = try? TestEnvironment.require(TestEnvironment.databaseVariable),
-              let admin = try? await PostgresConnection.connect(serverURL) else { return }
-        try? await admin.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
-        await admin.close()
+        return (database.url, database, pool)
     }
 
     /// A planned job of three shards, shard 1 finished, the others pending.
@@ -65,7 +48,7 @@ struct JobsCommandTests {
     }
 
     @Test func showPrintsTheJobAndItsShards() async throws {
-        let (url, name, pool) = try await database()
+        let (url, database, pool) = try await migrated()
         try await plannedJob(pool, id: "show-1")
         // The device events counted on the job's row (DeviceEventDedupe.record writes them).
         try await pool.query("UPDATE jobs SET received = 7, confirmed = 5, clicked = 2 WHERE id = 'show-1'", idempotent: false)
@@ -89,11 +72,11 @@ struct JobsCommandTests {
         let missing = try await jobs(["show", "no-such-job"], url: url)
         #expect(missing.status == 66)
         #expect(missing.stderr.contains("no-such-job"))
-        await drop(name, pool)
+        await database.drop(closing: pool)
     }
 
     @Test func cancelStopsAJobOnce() async throws {
-        let (url, name, pool) = try await database()
+        let (url, database, pool) = try await migrated()
         try await plannedJob(pool, id: "cancel-1")
         let first = try await jobs(["cancel", "cancel-1"], url: url)
         #expect(first.status == 0, "\(first.stderr)")
@@ -105,11 +88,11 @@ struct JobsCommandTests {
         #expect(again.status == 0)
         #expect(again.stdout.contains("already cancelled"))
         #expect(try await jobs(["cancel", "no-such-job"], url: url).status == 66)
-        await drop(name, pool)
+        await database.drop(closing: pool)
     }
 
     @Test func listShowsTheJobsUsersSentNewestFirstAndFilters() async throws {
-        let (url, name, pool) = try await database()
+        let (url, database, pool) = try await migrated()
         try await pool.query("INSERT INTO apps (id, name) VALUES ('other', 'Other')")
         try await plannedJob(pool, id: "list-1")
         try await plannedJob(pool, id: "list-2", urgent: true)
@@ -135,11 +118,11 @@ struct JobsCommandTests {
         // --json on cancel.
         let cancelled = try await jobs(["cancel", "list-1", "--json"], url: url)
         #expect(cancelled.status == 0 && cancelled.stdout.contains(#""cancelled":true"#) && cancelled.stdout.contains(#""state":"cancelled""#), "\(cancelled.stdout)")
-        await drop(name, pool)
+        await database.drop(closing: pool)
     }
 
     @Test func watchPrintsProgressUntilTheJobCompletes() async throws {
-        let (url, name, pool) = try await database()
+        let (url, database, pool) = try await migrated()
         try await plannedJob(pool, id: "watch-1")
         // Running, not finished: progress lines from the shards, then the timeout (exit 2).
         let running = try await jobs(["watch", "watch-1", "--timeout", "1"], url: url)
@@ -154,11 +137,11 @@ struct JobsCommandTests {
         #expect(done.status == 0, "\(done.stderr)")
         #expect(done.stdout.contains("completed watch-1: accepted 880  unregistered 20  failed 0  dropped 0  in 12.0 s"), "\(done.stdout)")
         #expect(try await jobs(["watch", "nope"], url: url).status == 66)
-        await drop(name, pool)
+        await database.drop(closing: pool)
     }
 
     @Test func resumeReleasesTheHaltAndRequeuesUnfinishedShards() async throws {
-        let (url, name, pool) = try await database()
+        let (url, database, pool) = try await migrated()
         try await plannedJob(pool, id: "resume-1", urgent: true)
         try await pool.query("UPDATE jobs SET state = 'halted' WHERE id = 'resume-1'")
         try await pool.query("UPDATE apps SET apns_halted_reason = 'credentials', apns_halted_at = now() WHERE id = 'demo'")
@@ -177,21 +160,21 @@ struct JobsCommandTests {
         let decoded = try messages.map { try Shard.decode($0.value) }
         #expect(Set(decoded.map(\.shardNo)) == [0, 2])
         #expect(decoded.allSatisfy { $0.jobID == "resume-1" && $0.appID == "demo" && $0.shardCount == 3 })
-        await drop(name, pool)
+        await database.drop(closing: pool)
     }
 
     @Test func resumeOfANonUrgentJobUsesTheCampaignShardsTopic() async throws {
-        let (url, name, pool) = try await database()
+        let (url, database, pool) = try await migrated()
         try await plannedJob(pool, id: "resume-2")
         let result = try await jobs(["resume", "resume-2"], url: url)
         #expect(result.status == 0, "\(result.stderr)")
         let messages = try await CommandKafka.read(shards, count: 2)
         #expect(Set(messages.compactMap(\.keyString)) == ["resume-2/0", "resume-2/2"])
-        await drop(name, pool)
+        await database.drop(closing: pool)
     }
 
     @Test func resumeRefusalsChangeNothing() async throws {
-        let (url, name, pool) = try await database()
+        let (url, database, pool) = try await migrated()
         try await plannedJob(pool, id: "halted-1")
         try await pool.query("UPDATE jobs SET state = 'halted' WHERE id = 'halted-1'")
 
@@ -206,7 +189,7 @@ struct JobsCommandTests {
         #expect(completed.status == 65)
         #expect(completed.stderr.contains("completed"))
         #expect(try await jobs(["resume", "no-such-job"], url: url).status == 66)
-        await drop(name, pool)
+        await database.drop(closing: pool)
     }
 
     @Test func usageAndConfiguration() async throws {
