@@ -191,20 +191,18 @@ final class ConsumerRuntime: Sendable {
 
     func committedOffsets(for partitions: [KafkaTopicPartition], timeoutMilliseconds: Int32) async throws(KafkaError) -> [KafkaTopicPartition: Int64] {
         let client = self.client
-        let result: Result<[KafkaTopicPartition: Int64], KafkaError> = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(returning: client.committedOffsets(for: partitions, timeoutMilliseconds: timeoutMilliseconds))
-            }
-        }
-        return try result.get()
+        return try await offPool { client.committedOffsets(for: partitions, timeoutMilliseconds: timeoutMilliseconds) }
     }
 
     func watermarks(for partitions: [KafkaTopicPartition], timeoutMilliseconds: Int32) async throws(KafkaError) -> [KafkaTopicPartition: PartitionWatermarks] {
         let client = self.client
-        let result: Result<[KafkaTopicPartition: PartitionWatermarks], KafkaError> = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(returning: client.watermarks(for: partitions, timeoutMilliseconds: timeoutMilliseconds))
-            }
+        return try await offPool { client.watermarks(for: partitions, timeoutMilliseconds: timeoutMilliseconds) }
+    }
+
+    /// Runs a blocking librdkafka request on a Dispatch thread, never on the cooperative pool.
+    private func offPool<Value: Sendable>(_ request: @escaping @Sendable () -> Result<Value, KafkaError>) async throws(KafkaError) -> Value {
+        let result: Result<Value, KafkaError> = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: request()) }
         }
         return try result.get()
     }
