@@ -16,6 +16,8 @@ protocol EventHandler: AnyObject {
 /// `@unchecked Sendable`: the mutable state below `// loop thread only` is touched only on the
 /// loop's own thread; the task queue is behind a `Mutex`.
 public final class EventLoop: @unchecked Sendable {
+    /// The time this loop's timers, and the pools and connections on it, read.
+    public let clock: any LoopClock
     private let epoll: Int32
     private let wakeFD: Int32
     private let tasks = Mutex<(queue: [@Sendable () -> Void], sleeping: Bool)>(([], false))
@@ -35,8 +37,10 @@ public final class EventLoop: @unchecked Sendable {
     public var iterationCount: UInt64 { iterations.load(ordering: .relaxed) }
     private let iterations = Atomic<UInt64>(0)
 
-    public init(name: String = "herald-event-loop") throws(HTTP2Error) {
+    /// `clock` is the system's monotonic clock except in tests that move time by hand.
+    public init(name: String = "herald-event-loop", clock: any LoopClock = SystemLoopClock()) throws(HTTP2Error) {
         self.name = name
+        self.clock = clock
         // A peer that closes its socket must cost an EPIPE, not the process: OpenSSL writes with
         // write(2), which raises SIGPIPE. Ignoring it is process-wide, and what servers do.
         signal(SIGPIPE, SIG_IGN)
@@ -113,12 +117,22 @@ public final class EventLoop: @unchecked Sendable {
         _ = epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nil)
     }
 
+    /// The loop clock's time (nanoseconds).
+    var now: UInt64 { clock.now }
+
     /// Runs `task` on this loop after `nanoseconds`; returns an id for ``cancelTimer(_:)``.
     @discardableResult
     func scheduleTimer(afterNanoseconds nanoseconds: UInt64, _ task: @escaping () -> Void) -> UInt64 {
+        scheduleTimer(at: clock.now + nanoseconds, task)
+    }
+
+    /// Runs `task` on this loop once the loop clock reads `deadline`; returns an id for
+    /// ``cancelTimer(_:)``.
+    @discardableResult
+    func scheduleTimer(at deadline: UInt64, _ task: @escaping () -> Void) -> UInt64 {
         let id = nextTimerID
         nextTimerID += 1
-        timers.push(TimerHeap.Entry(deadline: MonotonicClock.now + nanoseconds, id: id, task: task))
+        timers.push(TimerHeap.Entry(deadline: deadline, id: id, task: task))
         return id
     }
 
@@ -146,7 +160,7 @@ public final class EventLoop: @unchecked Sendable {
         while !stopFlag.load(ordering: .acquiring) {
             iterations.add(1, ordering: .relaxed)
             runTasks()
-            let now = MonotonicClock.now
+            let now = clock.now
             // Tasks run outside the heap's mutation: a timer may schedule another.
             for task in timers.popExpired(now: now) { task() }
             runEndOfIteration()
@@ -221,9 +235,20 @@ public final class EventLoopGroup: Sendable {
     }
 }
 
+/// The time an ``EventLoop`` reads: nanoseconds of a clock that never goes back.
+///
+/// Timers, request deadlines, connect backoff and idle PINGs all read the loop's clock, so a
+/// test can move time by hand (the loop still wakes at least once a second, or when a task is
+/// executed on it, to look at the clock).
+public protocol LoopClock: Sendable {
+    var now: UInt64 { get }
+}
+
 /// CLOCK_MONOTONIC in nanoseconds.
-enum MonotonicClock {
-    static var now: UInt64 {
+public struct SystemLoopClock: LoopClock {
+    public init() {}
+
+    public var now: UInt64 {
         var spec = timespec()
         clock_gettime(CLOCK_MONOTONIC, &spec)
         return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)

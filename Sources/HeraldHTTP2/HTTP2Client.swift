@@ -124,7 +124,7 @@ public final class HTTP2Client: @unchecked Sendable, HTTP2ClientConnectionOwner 
             completion(.failure(HTTP2Error(.shutdown, "the client was shut down")))
             return
         }
-        let pending = PendingRequest(request: request, deadline: MonotonicClock.now + request.timeoutNanoseconds, completion: completion)
+        let pending = PendingRequest(request: request, deadline: loop.now + request.timeoutNanoseconds, completion: completion)
         dispatch(pending, front: false)
         startSweeping()
     }
@@ -193,7 +193,7 @@ public final class HTTP2Client: @unchecked Sendable, HTTP2ClientConnectionOwner 
         let live = connections.filter { $0.state != .closed && !$0.goingAway }
         // Open another only when every live connection is saturated.
         guard live.allSatisfy({ !$0.hasCapacity }), connecting == 0, live.count < configuration.maxConnections else { return }
-        let now = MonotonicClock.now
+        let now = loop.now
         if now < reconnectNotBefore {
             connecting += 1
             loop.scheduleTimer(afterNanoseconds: reconnectNotBefore - now) { [self] in
@@ -260,7 +260,7 @@ public final class HTTP2Client: @unchecked Sendable, HTTP2ClientConnectionOwner 
         let exponent = min(consecutiveConnectFailures - 1, 20)
         let base = min(configuration.reconnectMaxNanoseconds, configuration.reconnectBaseNanoseconds << UInt64(exponent))
         let jittered = UInt64(Double(base) * Double.random(in: 0.5...1.5))
-        reconnectNotBefore = MonotonicClock.now + jittered
+        reconnectNotBefore = loop.now + jittered
         // With no connection at all, the waiting requests learn now rather than at their deadline.
         if !connections.contains(where: { $0.state != .closed }) {
             failWaiting(error)
@@ -283,7 +283,7 @@ public final class HTTP2Client: @unchecked Sendable, HTTP2ClientConnectionOwner 
     }
 
     private func sweep() {
-        let now = MonotonicClock.now
+        let now = loop.now
         for connection in connections {
             connection.sweep(now: now, pingIntervalNanoseconds: configuration.pingIntervalNanoseconds,
                              pingTimeoutNanoseconds: configuration.pingTimeoutNanoseconds)

@@ -31,13 +31,14 @@ public class HTTP2Transport: EventHandler {
     private var closingGracefully = false
     private var halfClosed = false
     /// When anything was last read or written (monotonic ns), for idle PINGs.
-    var lastActivity = MonotonicClock.now
+    var lastActivity: UInt64
 
     init(loop: EventLoop, fd: Int32, tls: TLSStream, connecting: Bool) {
         self.loop = loop
         self.fd = fd
         self.tls = tls
         self.state = connecting ? .connecting : .handshaking
+        self.lastActivity = loop.now
     }
 
     deinit {
@@ -135,7 +136,7 @@ public class HTTP2Transport: EventHandler {
             }
             if count > 0 && halfClosed { continue }  // draining what the peer still sends
             if count > 0 {
-                lastActivity = MonotonicClock.now
+                lastActivity = loop.now
                 let consumed = nghttp2_session_mem_recv(session, readBuffer.baseAddress?.assumingMemoryBound(to: UInt8.self), count)
                 if consumed < 0 {
                     close(HTTP2Error(.protocolError, "HTTP/2 protocol error: \(String(cString: nghttp2_strerror(Int32(consumed))))"))
@@ -184,7 +185,7 @@ public class HTTP2Transport: EventHandler {
                     return
                 }
                 outputOffset += written
-                if written > 0 { lastActivity = MonotonicClock.now }
+                if written > 0 { lastActivity = loop.now }
                 if outputOffset < output.count {
                     if progress == .closed {
                         close(HTTP2Error(.connectionLost, "the peer closed the connection"))

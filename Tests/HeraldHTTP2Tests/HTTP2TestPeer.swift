@@ -11,7 +11,8 @@ final class HTTP2TestPeer: @unchecked Sendable {
     let clientLoop: EventLoop
 
     /// With `requestClientCertificates`, the server asks clients for a certificate its CA issued.
-    init(maxConcurrentStreams: UInt32 = 1000, requestClientCertificates: Bool = false,
+    /// `clientClock` is the client loop's clock (a ``ManualLoopClock`` to move time by hand).
+    init(maxConcurrentStreams: UInt32 = 1000, requestClientCertificates: Bool = false, clientClock: any LoopClock = SystemLoopClock(),
          onConnection: (@Sendable (HTTP2ServerConnection) -> Void)? = nil, handler: @escaping HTTP2RequestHandler) throws {
         authority = try CertificateAuthority.generate()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-h2-\(UUID().uuidString)")
@@ -26,7 +27,7 @@ final class HTTP2TestPeer: @unchecked Sendable {
                                                  clientCertificateAuthorityPEM: requestClientCertificates ? authority.caCertificatePEM : nil),
                              group: serverGroup, onConnection: onConnection, handler: handler)
         try server.start()
-        clientLoop = try EventLoop()
+        clientLoop = try EventLoop(clock: clientClock)
     }
 
     /// A client that trusts the server, presenting `certificate` when given.

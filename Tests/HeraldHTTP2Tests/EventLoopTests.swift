@@ -1,0 +1,60 @@
+import Foundation
+@testable import HeraldHTTP2
+import Synchronization
+import Testing
+
+/// A loop clock a test moves by hand.
+final class ManualLoopClock: LoopClock {
+    private let nanoseconds = Atomic<UInt64>(1_000_000_000)
+
+    var now: UInt64 { nanoseconds.load(ordering: .acquiring) }
+
+    func advance(by delta: UInt64) { nanoseconds.add(delta, ordering: .releasing) }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct EventLoopTests {
+    /// Timers read the loop's clock: an hour-long timer fires as soon as the clock says an hour
+    /// passed (and the loop looks), and not before.
+    @Test func timersFireByTheLoopClock() async throws {
+        let clock = ManualLoopClock()
+        let loop = try EventLoop(clock: clock)
+        defer { loop.shutdown() }
+        let fired = Atomic<Int>(0)
+        let hour: UInt64 = 3_600_000_000_000
+        loop.execute {
+            loop.scheduleTimer(afterNanoseconds: hour) { fired.add(1, ordering: .relaxed) }
+            loop.scheduleTimer(afterNanoseconds: 2 * hour) { fired.add(10, ordering: .relaxed) }
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        let before = fired.load(ordering: .relaxed)
+        #expect(before == 0, "nothing fires while the clock stands still")
+        clock.advance(by: hour)
+        loop.execute {}  // wakes the loop to read the clock
+        let started = ContinuousClock.now
+        while fired.load(ordering: .relaxed) == 0, ContinuousClock.now - started < .seconds(10) {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let after = fired.load(ordering: .relaxed)
+        #expect(after == 1, "the first timer fired, the second not yet")
+    }
+
+    @Test func executeRunsTasksInOrderOnTheLoopThread() async throws {
+        let loop = try EventLoop()
+        defer { loop.shutdown() }
+        let order: [Int] = await withCheckedContinuation { continuation in
+            let seen = Mutex<[Int]>([])
+            for index in 0..<100 {
+                loop.execute {
+                    precondition(loop.inEventLoop)
+                    let done = seen.withLock { seen in
+                        seen.append(index)
+                        return seen.count == 100 ? seen : nil
+                    }
+                    if let done { continuation.resume(returning: done) }
+                }
+            }
+        }
+        #expect(order == Array(0..<100))
+        #expect(!loop.inEventLoop)
+    }
+}
