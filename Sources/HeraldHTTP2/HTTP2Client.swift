@@ -12,6 +12,9 @@ public import HeraldCrypto
 /// fail with a retryable error, so the caller decides. Failed connects back off exponentially
 /// with jitter.
 ///
+/// The decisions are ``HTTP2PoolStateMachine``'s; this class performs them: it opens and closes
+/// connections, submits streams, runs timers on the loop's clock and completes requests.
+///
 /// `@unchecked Sendable`: all mutable state is touched only on `loop`'s thread; public methods
 /// hop there.
 public final class HTTP2Client: @unchecked Sendable, HTTP2ClientConnectionOwner {
@@ -44,6 +47,7 @@ public final class HTTP2Client: @unchecked Sendable, HTTP2ClientConnectionOwner 
     /// Figures for metrics and tests.
     public struct Statistics: Sendable, Equatable {
         public var openConnections = 0
+        /// Connections attempted (a refused or timed-out one counts too).
         public var connectionsOpened = 0
         public var connectFailures = 0
         public var transparentRetries = 0
@@ -60,15 +64,9 @@ public final class HTTP2Client: @unchecked Sendable, HTTP2ClientConnectionOwner 
     private let tls: TLSContext
 
     // loop thread only
-    private var connections: [HTTP2ClientConnection] = []
-    private var connecting = 0
-    private var waiting: [PendingRequest] = []
-    private var waitingHead = 0
-    private var consecutiveConnectFailures = 0
-    private var reconnectNotBefore: UInt64 = 0
-    private var statistics = Statistics()
-    private var sweepTimer: UInt64?
-    private var isShutdown = false
+    private var machine: HTTP2PoolStateMachine<PendingRequest>
+    private var connections: [HTTP2PoolStateMachine<PendingRequest>.ConnectionID: HTTP2ClientConnection] = [:]
+    private var resumedSessions = 0
     private var resolvedAddress: [UInt8]?
     /// The last TLS session, offered to the next connection (resumption).
     private var tlsSession: TLSSession?
@@ -78,6 +76,10 @@ public final class HTTP2Client: @unchecked Sendable, HTTP2ClientConnectionOwner 
         self.configuration = configuration
         self.tls = tls
         self.loop = loop
+        machine = HTTP2PoolStateMachine(configuration: .init(
+            maxConnections: max(1, configuration.maxConnections), connectTimeout: configuration.connectTimeoutNanoseconds,
+            reconnectBase: configuration.reconnectBaseNanoseconds, reconnectMax: configuration.reconnectMaxNanoseconds,
+            maxTransparentRetries: configuration.maxTransparentRetries))
     }
 
     // MARK: public API (any thread)
@@ -108,103 +110,92 @@ public final class HTTP2Client: @unchecked Sendable, HTTP2ClientConnectionOwner 
 
     /// Closes every connection after its streams finish; waiting requests fail.
     public func shutdown() {
-        loop.execute {
-            self.isShutdown = true
-            if let sweepTimer = self.sweepTimer { self.loop.cancelTimer(sweepTimer) }
-            self.failWaiting(HTTP2Error(.shutdown, "the client was shut down"))
-            self.connections.forEach { $0.drain() }
-        }
+        loop.execute { self.perform(self.machine.shutdown()) }
     }
 
     // MARK: loop thread
 
     /// Sends `request` from the loop's own thread (the fast path for closed-loop load).
     public func executeOnLoop(_ request: HTTP2Request, completion: @escaping (Result<HTTP2Response, HTTP2Error>) -> Void) {
-        guard !isShutdown else {
-            completion(.failure(HTTP2Error(.shutdown, "the client was shut down")))
-            return
+        let now = loop.now
+        let pending = PendingRequest(request: request, deadline: now + request.timeoutNanoseconds, completion: completion)
+        switch machine.execute(pending, now: now) {
+        case .submit(let id):
+            submit(pending, on: id)
+        case .wait(let connection, let tickAt):
+            if let connection { perform(connection) }
+            if let tickAt { scheduleTick(at: tickAt) }
+        case .fail(let error):
+            pending.finish(.failure(error))
         }
-        let pending = PendingRequest(request: request, deadline: loop.now + request.timeoutNanoseconds, completion: completion)
-        dispatch(pending, front: false)
-        startSweeping()
     }
 
     func currentStatistics() -> Statistics {
-        var result = statistics
-        result.openConnections = connections.filter { $0.state != .closed }.count
-        result.inFlight = connections.reduce(0) { $0 + $1.inFlight }
-        result.waiting = waiting.count - waitingHead
+        var result = Statistics()
+        let counters = machine.counters
+        result.openConnections = machine.openConnections
+        result.connectionsOpened = counters.connectionsOpened
+        result.connectFailures = counters.connectFailures
+        result.transparentRetries = counters.transparentRetries
+        result.resumedSessions = resumedSessions
+        result.inFlight = machine.inFlight
+        result.waiting = machine.waitingCount
+        result.maxStreamsInFlightOnOneConnection = counters.maxStreamsInFlightOnOneConnection
         return result
     }
 
-    private func dispatch(_ request: PendingRequest, front: Bool) {
-        if waiting.count == waitingHead, let connection = connectionWithCapacity() {
-            connection.submit(request)
-            noteInFlight(connection)
+    private func submit(_ request: PendingRequest, on id: HTTP2PoolStateMachine<PendingRequest>.ConnectionID) {
+        guard let connection = connections[id] else {
+            // The machine hands out only connections that reported ready, which are here until
+            // they report closed; this guards the invariant rather than trusting it.
+            request.finish(.failure(HTTP2Error(.connectionLost, "the pool's connection \(id) is gone")))
             return
         }
-        if front {
-            if waitingHead > 0 {
-                waitingHead -= 1
-                waiting[waitingHead] = request
-            } else {
-                waiting.insert(request, at: 0)
+        connection.submit(request)
+    }
+
+    private func perform(_ action: HTTP2PoolStateMachine<PendingRequest>.Action) {
+        for (request, id) in action.submit { submit(request, on: id) }
+        for (request, error) in action.fail { request.finish(.failure(error)) }
+        for connection in action.connections { perform(connection) }
+        if let tickAt = action.tickAt { scheduleTick(at: tickAt) }
+    }
+
+    private func perform(_ action: HTTP2PoolStateMachine<PendingRequest>.ConnectionAction) {
+        switch action {
+        case .open(let id, let freshLookup, let timeoutAt):
+            if freshLookup { resolvedAddress = nil }  // an uncached lookup, as Apple asks after a failure
+            loop.scheduleTimer(at: timeoutAt) { [self] in
+                perform(machine.connectTimedOut(id, now: loop.now, jitter: Self.jitter()))
             }
-        } else {
-            waiting.append(request)
-        }
-        openConnectionIfNeeded()
-    }
-
-    private func connectionWithCapacity() -> HTTP2ClientConnection? {
-        var best: HTTP2ClientConnection?
-        for connection in connections where connection.hasCapacity {
-            if let current = best, current.inFlight <= connection.inFlight { continue }
-            best = connection
-        }
-        return best
-    }
-
-    private func noteInFlight(_ connection: HTTP2ClientConnection) {
-        if connection.inFlight > statistics.maxStreamsInFlightOnOneConnection {
-            statistics.maxStreamsInFlightOnOneConnection = connection.inFlight
+            open(id)
+        case .reconnectAt(let deadline):
+            loop.scheduleTimer(at: deadline) { [self] in perform(machine.reconnectDue(now: loop.now)) }
+        case .close(let id, let error):
+            connections[id]?.close(error)
         }
     }
 
-    private func drainWaiting() {
-        while waitingHead < waiting.count, let connection = connectionWithCapacity() {
-            let request = waiting[waitingHead]
-            waitingHead += 1
-            if request.completed { continue }
-            connection.submit(request)
-            noteInFlight(connection)
-        }
-        if waitingHead == waiting.count {
-            waiting.removeAll(keepingCapacity: true)
-            waitingHead = 0
-        } else if waitingHead > 4096 {
-            waiting.removeFirst(waitingHead)
-            waitingHead = 0
-        }
-    }
-
-    private func openConnectionIfNeeded() {
-        guard !isShutdown else { return }
-        let live = connections.filter { $0.state != .closed && !$0.goingAway }
-        // Open another only when every live connection is saturated.
-        guard live.allSatisfy({ !$0.hasCapacity }), connecting == 0, live.count < configuration.maxConnections else { return }
-        let now = loop.now
-        if now < reconnectNotBefore {
-            connecting += 1
-            loop.scheduleTimer(afterNanoseconds: reconnectNotBefore - now) { [self] in
-                connecting -= 1
-                openConnectionIfNeeded()
+    private func scheduleTick(at deadline: UInt64) {
+        loop.scheduleTimer(at: deadline) { [self] in
+            let now = loop.now
+            let tick = machine.tick(now: now)
+            for request in tick.expired {
+                request.finish(.failure(HTTP2Error(.timeout, "no stream became free within the request's deadline")))
             }
-            return
+            for id in tick.sweep {
+                connections[id]?.sweep(now: now, pingIntervalNanoseconds: configuration.pingIntervalNanoseconds,
+                                       pingTimeoutNanoseconds: configuration.pingTimeoutNanoseconds)
+            }
+            if let next = tick.nextAt { scheduleTick(at: next) }
         }
-        connecting += 1
+    }
+
+    private static func jitter() -> Double { Double.random(in: 0.5...1.5) }
+
+    private func open(_ id: HTTP2PoolStateMachine<PendingRequest>.ConnectionID) {
         if let resolvedAddress {
-            connect(to: resolvedAddress)
+            connect(id, to: resolvedAddress)
             return
         }
         let host = configuration.host
@@ -212,19 +203,20 @@ public final class HTTP2Client: @unchecked Sendable, HTTP2ClientConnectionOwner 
         DispatchQueue.global().async {
             let result = Result { () throws(HTTP2Error) in try Socket.resolve(host, port: port) }
             self.loop.execute {
+                // The connect timeout or a shutdown may have given up on this connection meanwhile.
+                guard self.machine.isOpening(id) else { return }
                 switch result {
                 case .success(let address):
                     self.resolvedAddress = address
-                    self.connect(to: address)
+                    self.connect(id, to: address)
                 case .failure(let error):
-                    self.connecting -= 1
-                    self.connectFailed(error)
+                    self.perform(self.machine.connectionClosed(id, error: error, now: self.loop.now, jitter: Self.jitter()))
                 }
             }
         }
     }
 
-    private func connect(to address: [UInt8]) {
+    private func connect(_ id: HTTP2PoolStateMachine<PendingRequest>.ConnectionID, to address: [UInt8]) {
         do throws(HTTP2Error) {
             let fd = try Socket.connect(address: address)
             let stream: TLSStream
@@ -236,106 +228,50 @@ public final class HTTP2Client: @unchecked Sendable, HTTP2ClientConnectionOwner 
                 throw HTTP2Error(.tlsHandshakeFailed, error.message)
             }
             let authority = configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)"
-            let connection = HTTP2ClientConnection(loop: loop, fd: fd, tls: stream, authority: authority,
+            let connection = HTTP2ClientConnection(loop: loop, poolID: id, fd: fd, tls: stream, authority: authority,
                                                    initialWindowSize: configuration.initialWindowSize)
             connection.owner = self
-            connections.append(connection)
-            statistics.connectionsOpened += 1
+            connections[id] = connection
             connection.start()
-            let timeout = configuration.connectTimeoutNanoseconds
-            loop.scheduleTimer(afterNanoseconds: timeout) { [weak connection] in
-                guard let connection, !connection.ready, connection.state != .closed else { return }
-                connection.close(HTTP2Error(.connectFailed, "no HTTP/2 connection within \(timeout / 1_000_000) ms"))
-            }
         } catch {
-            connecting -= 1
-            connectFailed(error)
+            perform(machine.connectionClosed(id, error: error, now: loop.now, jitter: Self.jitter()))
         }
-    }
-
-    private func connectFailed(_ error: HTTP2Error) {
-        statistics.connectFailures += 1
-        consecutiveConnectFailures += 1
-        resolvedAddress = nil  // an uncached lookup before the next connect, as Apple asks
-        let exponent = min(consecutiveConnectFailures - 1, 20)
-        let base = min(configuration.reconnectMaxNanoseconds, configuration.reconnectBaseNanoseconds << UInt64(exponent))
-        let jittered = UInt64(Double(base) * Double.random(in: 0.5...1.5))
-        reconnectNotBefore = loop.now + jittered
-        // With no connection at all, the waiting requests learn now rather than at their deadline.
-        if !connections.contains(where: { $0.state != .closed }) {
-            failWaiting(error)
-        }
-    }
-
-    private func failWaiting(_ error: HTTP2Error) {
-        let failed = waiting[waitingHead...]
-        waiting.removeAll()
-        waitingHead = 0
-        for request in failed { request.finish(.failure(error)) }
-    }
-
-    private func startSweeping() {
-        guard sweepTimer == nil, !isShutdown else { return }
-        sweepTimer = loop.scheduleTimer(afterNanoseconds: 50_000_000) { [self] in
-            sweepTimer = nil
-            sweep()
-        }
-    }
-
-    private func sweep() {
-        let now = loop.now
-        for connection in connections {
-            connection.sweep(now: now, pingIntervalNanoseconds: configuration.pingIntervalNanoseconds,
-                             pingTimeoutNanoseconds: configuration.pingTimeoutNanoseconds)
-        }
-        var kept: [PendingRequest] = []
-        for request in waiting[waitingHead...] {
-            if request.completed { continue }
-            if request.deadline <= now {
-                request.finish(.failure(HTTP2Error(.timeout, "no stream became free within the request's deadline")))
-            } else {
-                kept.append(request)
-            }
-        }
-        waiting = kept
-        waitingHead = 0
-        if !connections.isEmpty || !waiting.isEmpty { startSweeping() }
     }
 
     // MARK: HTTP2ClientConnectionOwner
 
-    func connectionBecameReady(_ connection: HTTP2ClientConnection) {
-        connecting -= 1
-        if connection.tls.resumed { statistics.resumedSessions += 1 }
+    func connectionBecameReady(_ connection: HTTP2ClientConnection, maxStreams: Int) {
+        if connection.tls.resumed { resumedSessions += 1 }
         tlsSession = connection.tls.session
-        consecutiveConnectFailures = 0
-        reconnectNotBefore = 0
-        drainWaiting()
-        if waitingHead < waiting.count { openConnectionIfNeeded() }
+        perform(machine.connectionReady(connection.poolID, maxStreams: maxStreams, now: loop.now))
     }
 
-    func connectionHasCapacity(_ connection: HTTP2ClientConnection) {
-        drainWaiting()
+    func connectionMaxStreamsChanged(_ connection: HTTP2ClientConnection, maxStreams: Int) {
+        perform(machine.maxStreamsChanged(connection.poolID, to: maxStreams))
+    }
+
+    func connectionGoingAway(_ connection: HTTP2ClientConnection) {
+        perform(machine.connectionGoingAway(connection.poolID, now: loop.now))
+    }
+
+    func streamEnded(on connection: HTTP2ClientConnection) {
+        switch machine.streamEnded(on: connection.poolID) {
+        case .none:
+            break
+        case .submit(let request, let id):
+            submit(request, on: id)
+        case .close(let id, let error):
+            connections[id]?.close(error)
+        }
     }
 
     func retry(_ requests: [PendingRequest]) {
-        for request in requests.reversed() {
-            request.retries += 1
-            statistics.transparentRetries += 1
-            if request.retries > configuration.maxTransparentRetries {
-                request.finish(.failure(HTTP2Error(.streamReset(7), "refused \(request.retries) times")))
-            } else {
-                dispatch(request, front: true)
-            }
-        }
+        perform(machine.requeue(requests, now: loop.now))
     }
 
-    func connectionClosed(_ connection: HTTP2ClientConnection, error: HTTP2Error, wasReady: Bool) {
-        connections.removeAll { $0 === connection }
-        if !wasReady {
-            connecting -= 1
-            connectFailed(error)
-        }
-        if waitingHead < waiting.count { openConnectionIfNeeded() }
+    func connectionClosed(_ connection: HTTP2ClientConnection, error: HTTP2Error, neverProcessed: [PendingRequest]) {
+        connections[connection.poolID] = nil
+        perform(machine.connectionClosed(connection.poolID, error: error, now: loop.now, jitter: Self.jitter()))
+        if !neverProcessed.isEmpty { retry(neverProcessed) }
     }
 }

@@ -3,7 +3,7 @@ import Glibc
 import HeraldCrypto
 
 /// One request on its way: what to send, who to tell, and how often it was retried.
-final class PendingRequest {
+final class PendingRequest: HTTP2PoolRequest {
     let request: HTTP2Request
     let completion: (Result<HTTP2Response, HTTP2Error>) -> Void
     let deadline: UInt64
@@ -34,40 +34,46 @@ final class PendingRequest {
     }
 }
 
-/// What a client connection reports to its pool (all on the loop thread).
+/// What a client connection reports to its pool (all on the loop thread). The pool's
+/// ``HTTP2PoolStateMachine`` decides what follows; the connection only reports.
 protocol HTTP2ClientConnectionOwner: AnyObject {
-    func connectionBecameReady(_ connection: HTTP2ClientConnection)
-    func connectionHasCapacity(_ connection: HTTP2ClientConnection)
+    /// The server's first SETTINGS arrived.
+    func connectionBecameReady(_ connection: HTTP2ClientConnection, maxStreams: Int)
+    /// A later SETTINGS carried this `SETTINGS_MAX_CONCURRENT_STREAMS`.
+    func connectionMaxStreamsChanged(_ connection: HTTP2ClientConnection, maxStreams: Int)
+    /// The connection takes no new stream (GOAWAY, or out of stream ids).
+    func connectionGoingAway(_ connection: HTTP2ClientConnection)
+    /// One stream the pool submitted ended (whatever its outcome), before its request finishes.
+    func streamEnded(on connection: HTTP2ClientConnection)
     /// Requests the server never processed: send them again elsewhere.
     func retry(_ requests: [PendingRequest])
-    func connectionClosed(_ connection: HTTP2ClientConnection, error: HTTP2Error, wasReady: Bool)
+    /// The connection is gone; `neverProcessed` (above a GOAWAY's last stream id) may go elsewhere.
+    func connectionClosed(_ connection: HTTP2ClientConnection, error: HTTP2Error, neverProcessed: [PendingRequest])
 }
 
 /// A client connection: TCP, TLS with ALPN h2, an nghttp2 client session and its streams.
 final class HTTP2ClientConnection: HTTP2Transport {
     weak var owner: (any HTTP2ClientConnectionOwner)?
+    /// The pool's name for this connection (``HTTP2PoolStateMachine/ConnectionID``).
+    let poolID: Int
     let authority: String
     let initialWindowSize: UInt32
     private(set) var ready = false
-    private(set) var goingAway = false
     /// The last stream id of the server's GOAWAY, once received.
     private(set) var goawayLastStreamID: Int32?
-    private(set) var remoteMaxStreams = 1
     var streams: [Int32: PendingRequest] = [:]
     private var pingSentAt: UInt64?
     private let constantHeaders: EncodedHeaderBlock
     /// Reused for every submit, so laying out a request's headers allocates nothing.
     private var nvScratch: [nghttp2_nv] = []
 
-    init(loop: EventLoop, fd: Int32, tls: TLSStream, authority: String, initialWindowSize: UInt32) {
+    init(loop: EventLoop, poolID: Int, fd: Int32, tls: TLSStream, authority: String, initialWindowSize: UInt32) {
+        self.poolID = poolID
         self.authority = authority
         self.initialWindowSize = initialWindowSize
         self.constantHeaders = EncodedHeaderBlock([HeaderField(":scheme", "https"), HeaderField(":authority", authority)])
         super.init(loop: loop, fd: fd, tls: tls, connecting: true)
     }
-
-    var hasCapacity: Bool { ready && !goingAway && state == .active && streams.count < remoteMaxStreams }
-    var inFlight: Int { streams.count }
 
     /// A response header: counted against ``HTTP2ClientLimits/maxResponseHeaderBytes`` and
     /// kept on the stream's request. Shared with the frame fuzzer (`HTTP2ClientSessionFuzzer`).
@@ -128,6 +134,7 @@ final class HTTP2ClientConnection: HTTP2Transport {
                     if let session = connection.session {
                         _ = nghttp2_session_set_stream_user_data(session, frame.pointee.hd.stream_id, nil)
                     }
+                    connection.owner?.streamEnded(on: connection)
                     connection.owner?.retry([request])
                 }
                 return 0
@@ -155,26 +162,25 @@ final class HTTP2ClientConnection: HTTP2Transport {
         let type = frame.pointee.hd.type
         if type == UInt8(NGHTTP2_SETTINGS.rawValue), frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 {
             guard let session else { return }
-            let before = remoteMaxStreams
-            remoteMaxStreams = Int(min(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS), 100_000))
+            let maxStreams = Int(min(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS), 100_000))
             if !ready {
                 ready = true
-                owner?.connectionBecameReady(self)
-            } else if remoteMaxStreams > before {
-                owner?.connectionHasCapacity(self)
+                owner?.connectionBecameReady(self, maxStreams: maxStreams)
+            } else {
+                owner?.connectionMaxStreamsChanged(self, maxStreams: maxStreams)
             }
         } else if type == UInt8(NGHTTP2_GOAWAY.rawValue) {
-            goingAway = true
             goawayLastStreamID = frame.pointee.goaway.last_stream_id
+            owner?.connectionGoingAway(self)
         } else if type == UInt8(NGHTTP2_PING.rawValue), frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 {
             pingSentAt = nil
         }
     }
 
-    /// Opens a stream for `request` (the caller checked ``hasCapacity``).
+    /// Opens a stream for `request` (the pool decided this connection has room for it).
     func submit(_ request: PendingRequest) {
-        guard let session else {
-            owner?.retry([request])
+        guard state == .active, let session else {
+            refuse(request)
             return
         }
         let hasBody = !request.request.body.isEmpty
@@ -230,16 +236,24 @@ final class HTTP2ClientConnection: HTTP2Transport {
         }
         guard streamID > 0 else {
             // Out of stream ids, or the session is closing: another connection can take it.
-            goingAway = true
-            owner?.retry([request])
+            refuse(request)
             return
         }
         streams[streamID] = request
         scheduleFlush()
     }
 
+    /// A request this connection cannot open a stream for: it takes no more, and the request
+    /// goes elsewhere.
+    private func refuse(_ request: PendingRequest) {
+        owner?.connectionGoingAway(self)
+        owner?.streamEnded(on: self)
+        owner?.retry([request])
+    }
+
     private func streamClosed(_ streamID: Int32, errorCode: UInt32) {
         guard let request = streams.removeValue(forKey: streamID) else { return }
+        owner?.streamEnded(on: self)
         if let refusal = request.refusal {
             request.finish(.failure(refusal))
         } else if errorCode == UInt32(NGHTTP2_NO_ERROR.rawValue) && request.status > 0 {
@@ -253,11 +267,6 @@ final class HTTP2ClientConnection: HTTP2Transport {
             owner?.retry([request])
         } else {
             request.finish(.failure(HTTP2Error(.streamReset(errorCode), "stream reset by the peer: \(String(cString: nghttp2_http2_strerror(errorCode)))")))
-        }
-        if goingAway && streams.isEmpty {
-            close(HTTP2Error(.goaway(retryable: true), "the server sent GOAWAY"))
-        } else if hasCapacity {
-            owner?.connectionHasCapacity(self)
         }
     }
 
@@ -273,6 +282,7 @@ final class HTTP2ClientConnection: HTTP2Transport {
             // Late frames of this stream must not reach a request that may be freed.
             _ = nghttp2_session_set_stream_user_data(session, streamID, nil)
             _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, UInt32(NGHTTP2_CANCEL.rawValue))
+            owner?.streamEnded(on: self)
             request.finish(.failure(HTTP2Error(.timeout, "no answer within the request's deadline")))
         }
         if let pingSentAt {
@@ -285,11 +295,9 @@ final class HTTP2ClientConnection: HTTP2Transport {
             _ = nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
         }
         if !expired.isEmpty || pingSentAt == now { scheduleFlush() }
-        if !expired.isEmpty, hasCapacity { owner?.connectionHasCapacity(self) }
     }
 
     override func didClose(_ error: HTTP2Error) {
-        let wasReady = ready
         ready = false
         let orphans = streams
         streams.removeAll()
@@ -314,13 +322,6 @@ final class HTTP2ClientConnection: HTTP2Transport {
                 request.finish(.failure(HTTP2Error(.connectionLost, "the connection closed with the request in flight (stream \(streamID)\(goawayNote)): \(error.message)")))
             }
         }
-        if !neverProcessed.isEmpty { owner?.retry(neverProcessed) }
-        owner?.connectionClosed(self, error: error, wasReady: wasReady)
-    }
-
-    /// Closes after the streams in flight finish (graceful).
-    func drain() {
-        goingAway = true
-        if streams.isEmpty { close(HTTP2Error(.shutdown, "closed by the client")) }
+        owner?.connectionClosed(self, error: error, neverProcessed: neverProcessed)
     }
 }

@@ -114,6 +114,43 @@ final class ServerCounters: @unchecked Sendable {
         client.shutdown()
     }
 
+    /// Deadlines read the loop's clock: with the server holding its one stream, a request
+    /// waiting for it and the one in flight both fail once the clock passes their ten-minute
+    /// deadlines, in well under ten real minutes. The waiting one fails even though the held
+    /// stream frees in the same tick: past its deadline, a request is not sent.
+    @Test func deadlinesFollowTheLoopClock() async throws {
+        let clock = ManualLoopClock()
+        let peer = try HTTP2TestPeer(maxConcurrentStreams: 1, clientClock: clock) { request in
+            if request.path != "/hold" { request.respond(status: 204) }
+        }
+        let client = try peer.client()
+        let minutes10: UInt64 = 600_000_000_000
+        @Sendable func failure(_ path: String) async -> HTTP2Error? {
+            do {
+                _ = try await client.send(HTTP2Request(method: "GET", path: path, timeoutNanoseconds: minutes10))
+                return nil
+            } catch {
+                return error
+            }
+        }
+        async let held = failure("/hold")
+        try await Task.sleep(for: .milliseconds(50))
+        async let queued = failure("/queued")
+        let started = ContinuousClock.now
+        while await client.statistics().waiting < 1, ContinuousClock.now - started < .seconds(20) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let beforeDeadline = await client.statistics()
+        #expect(beforeDeadline.inFlight == 1 && beforeDeadline.waiting == 1)
+        clock.advance(by: minutes10 + 1)
+        client.loop.execute {}
+        let (heldError, queuedError) = await (held, queued)
+        #expect(queuedError?.message == "no stream became free within the request's deadline")
+        #expect(heldError?.code == .timeout)
+        #expect(ContinuousClock.now - started < .seconds(60))
+        client.shutdown()
+    }
+
     /// The server resets the TCP connection under a request: the request fails as retryable,
     /// and the next request goes over a new connection.
     @Test func droppedConnectionIsReestablished() async throws {
