@@ -26,7 +26,7 @@ let package = Package(
 
         .target(name: "HeraldCore", swiftSettings: swiftSettings),
         .target(name: "HeraldCrypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
-        .target(name: "HeraldHTTP2", dependencies: ["CNghttp2", "CLinux", "HeraldCrypto"], swiftSettings: swiftSettings),
+        .target(name: "HeraldHTTP2", dependencies: ["CNghttp2", "CLinux", "HeraldCore", "HeraldCrypto"], swiftSettings: swiftSettings),
         .target(name: "HeraldAPNs", dependencies: ["HeraldHTTP2", "HeraldCore", "HeraldCrypto"], swiftSettings: swiftSettings),
         .target(name: "HeraldFCM", dependencies: ["HeraldHTTP2", "HeraldCore", "HeraldCrypto"], swiftSettings: swiftSettings),
         .target(name: "HeraldKafka", dependencies: ["CRdKafka", "HeraldCore"], swiftSettings: swiftSettings),

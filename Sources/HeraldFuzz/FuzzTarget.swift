@@ -21,6 +21,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     case fcmServiceAccount = "fcm-service-account"
     case fcmTokenResponse = "fcm-token-response"
     case http2ClientFrames = "http2-client-frames"
+    case http1RequestHead = "http1-request-head"
     case privateKey = "private-key"
 
     func run(_ bytes: [UInt8]) {
@@ -58,12 +59,29 @@ enum FuzzTarget: String, CaseIterable, Sendable {
             }
         case .http2ClientFrames:
             HTTP2ClientSessionFuzzer.receive(bytes)
+        case .http1RequestHead:
+            FuzzTarget.requestHead(bytes)
         case .privateKey:
             let pem = String(decoding: bytes, as: UTF8.self)
             if let key = try? PrivateKey(pem: pem) {
                 _ = try? key.signSHA256(Array("fuzz".utf8))
             }
             _ = try? PublicKey(pem: pem)
+        }
+    }
+
+    /// The health server's request parser on a head as its connection finds it (searching for
+    /// the blank line from an arbitrary offset too): a path handed to the handler is absolute,
+    /// without query or fragment, whatever the bytes.
+    static func requestHead(_ bytes: [UInt8]) {
+        let start = bytes.isEmpty ? 0 : Int(bytes[0]) % (bytes.count + 4)
+        let end = HTTP1Message.headEnd(bytes, from: start) ?? bytes.count
+        guard end <= bytes.count else { fatalError("a head ending at \(end), past the \(bytes.count) bytes read") }
+        switch HTTP1Message.parse(head: bytes[0..<end]) {
+        case .get(let path, _):
+            if !path.hasPrefix("/") || path.contains("?") || path.contains("#") { fatalError("a handler path of \(path.utf8.count) bytes that is not a bare absolute path") }
+        case .reject(let status, _):
+            if ![400, 405, 505].contains(status) { fatalError("a refusal with status \(status)") }
         }
     }
 
