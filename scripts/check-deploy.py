@@ -13,7 +13,8 @@
 - The KEDA triggers name the brokers, consumer groups and topics the ConfigMap configures (a
   lane's group is HERALD_KAFKA_GROUP plus "", ".shards", ".urgent" or ".device-events").
 - The Kubernetes worker Deployment gives SIGTERM enough time: terminationGracePeriodSeconds is at
-  least HERALD_DRAIN_SECONDS (from the ConfigMap, default 10) + 35 (docs/operations.md).
+  least HERALD_DRAIN_SECONDS (from the ConfigMap, default 30, the whole shutdown) + 5
+  (docs/operations.md).
 
 - Kubernetes, rendered offline (no cluster): `kubectl kustomize` renders every overlay under
   deploy/k8s/overlays/ and deploy/k8s/migrate; `kubernetes-validate --strict` (PyPI) validates
@@ -64,9 +65,9 @@ LANES = {"": ["HERALD_TOPIC_JOBS"], ".shards": ["HERALD_TOPIC_SHARDS"],
 TOPIC_DEFAULTS = {"HERALD_TOPIC_JOBS": "herald.jobs", "HERALD_TOPIC_JOBS_URGENT": "herald.jobs.urgent",
                   "HERALD_TOPIC_SHARDS": "herald.shards", "HERALD_TOPIC_SHARDS_URGENT": "herald.shards.urgent",
                   "HERALD_TOPIC_DEVICE_EVENTS": "herald.device-events"}
-# The drain, the 15 s the worker waits for work in hand beyond it, and the producer flush (10 s),
-# with 10 s to spare (docs/operations.md "Stopping: SIGTERM").
-GRACE_BEYOND_DRAIN = 35
+# HERALD_DRAIN_SECONDS is the whole time from SIGTERM to exit; 5 s to spare for the process to
+# start handling the signal and the kubelet to notice the exit (docs/operations.md "Stopping: SIGTERM").
+GRACE_BEYOND_DRAIN = 5
 
 problems = []
 
@@ -327,7 +328,7 @@ def main():
         problem(DEPLOY, "no YAML files")
     documents = 0
     variables = {}
-    drain_seconds = 10
+    drain_seconds = 30
     deployments = []
     k8s_config = {}
     scaled_objects = []

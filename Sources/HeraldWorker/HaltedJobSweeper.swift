@@ -50,3 +50,7 @@ struct HaltedJobSweeper: Sendable {
         return found.map(\.shard)
     }
 }
+
+extension HaltedJobSweeper: Service {
+    var name: String { "halted-job-sweeper" }
+}

@@ -27,10 +27,7 @@ struct MetricsPublisher: Sendable {
         var previous = WorkerMetrics.Snapshot(workerID: metrics.workerID)
         var windowStart = ContinuousClock.now
         while true {
-            let wake = ContinuousClock.now + interval
-            while ContinuousClock.now < wake && !stop.isSet {
-                try? await Task.sleep(for: .milliseconds(100))
-            }
+            await stop.sleep(for: interval)
             await refresh()
             let current = metrics.snapshot()
             let now = ContinuousClock.now
@@ -87,4 +84,8 @@ struct MetricsPublisher: Sendable {
         report.postgresErrors = Int64(current.postgresErrors - previous.postgresErrors)
         return report
     }
+}
+
+extension MetricsPublisher: Service {
+    var name: String { "metrics-publisher" }
 }

@@ -42,12 +42,7 @@ struct RetentionSweeper: Sendable {
             } catch {
                 log.warning("retention sweep failed; trying again next round", ["error": .string(error.message)])
             }
-            // Sleeps in short slices so a stop request is seen within a quarter of a second.
-            let clock = ContinuousClock()
-            let deadline = clock.now.advanced(by: interval)
-            while !stop.isSet && clock.now < deadline {
-                try? await Task.sleep(for: min(.milliseconds(250), clock.now.duration(to: deadline)))
-            }
+            await stop.sleep(for: interval)
         }
     }
 
@@ -56,4 +51,8 @@ struct RetentionSweeper: Sendable {
     func sweep() async throws(PostgresError) -> Outcome? {
         try await RetentionRepository(pool: pool).sweep(retentionDays: retentionDays)
     }
+}
+
+extension RetentionSweeper: Service {
+    var name: String { "retention-sweeper" }
 }

@@ -114,7 +114,11 @@ final class Scheduler: Sendable {
                 log.error("scheduler round failed; retrying", ["error": .string(error.description), "retry_in_ms": .int(Int(delay.milliseconds))])
                 delay = min(delay * 2, .seconds(10))
             }
-            try? await Task.sleep(for: delay)
+            await stop.sleep(for: delay)
         }
     }
+}
+
+extension Scheduler: Service {
+    var name: String { "scheduler" }
 }

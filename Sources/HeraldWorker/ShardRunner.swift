@@ -15,9 +15,10 @@ public struct ShardSettings: Sendable {
     var pageSize = 1_000
     /// Retry limits and delays.
     var retry = RetryPolicy()
-    /// On stop, how long sends in flight may take to answer before the shard checkpoints without
-    /// them (they are resent by whoever takes the shard over).
-    var drainDeadline: Duration = .seconds(10)
+    /// How long after the stop request sends in flight may take to answer before the shard
+    /// checkpoints without them (they are resent by whoever takes the shard over): the
+    /// sends-in-flight share of `HERALD_DRAIN_SECONDS` (``ShutdownBudget``, 40% of 30 s).
+    var drainDeadline: Duration = .seconds(12)
     /// A shard whose only work left is retries due more than this many seconds away hands the
     /// wait to the scheduler and frees its shard slot (default 10): one app's throttled or
     /// failing provider must not hold every slot for its backoff while other jobs wait.
@@ -430,9 +431,8 @@ final class ShardRun {
             if checkpointDue { try await checkpoint() }
         }
         // 3. Answers still in flight (bounded on a stop), then the last checkpoint.
-        let drainUntil = ContinuousClock.now + context.settings.drainDeadline
         while running > 0 {
-            if context.stop.isSet && ContinuousClock.now > drainUntil { break }
+            if let requested = context.stop.requestedAt, ContinuousClock.now > requested + context.settings.drainDeadline { break }
             try await handle(try await group.next(), &group)
         }
         settleParked(final: !context.stop.isSet)

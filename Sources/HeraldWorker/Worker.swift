@@ -29,7 +29,6 @@ public final class Worker: Sendable {
     let log: WorkerLog
     let stop = StopSignal()
     let metrics: WorkerMetrics
-    private let busy = BusyCount()
     /// The first fatal error of a lane or of the producer, which ends the worker non-zero.
     let fatal = FirstFatalError()
 
@@ -40,8 +39,89 @@ public final class Worker: Sendable {
         metrics = WorkerMetrics(workerID: configuration.workerID)
     }
 
+    /// What ``start(_:)`` made: the services to run and what the shutdown needs.
+    private struct Parts: Sendable {
+        let producer: KafkaProducer
+        let services: [any Service]
+        let lanes: [Lane]
+        let healthPort: Int
+    }
+
     /// Runs until SIGTERM/SIGINT (or ``requestStop()``); returns the exit status.
+    ///
+    /// The shutdown takes at most `HERALD_DRAIN_SECONDS` from the stop request to the return
+    /// (``ShutdownBudget``); should anything hold it past that, the process exits with status 1
+    /// (70 after a fatal error) from a thread of its own.
     public func run() async throws(WorkerStartError) -> Int32 {
+        try await run(exit: { Glibc.exit($0) })
+    }
+
+    /// ``run()`` with what to call when the bound passes (tests run it in process).
+    func run(exit: @escaping @Sendable (Int32) -> Void) async throws(WorkerStartError) -> Int32 {
+        let teardown = Teardown()
+        let parts: Parts
+        do {
+            parts = try await start(teardown)
+        } catch {
+            _ = await teardown.run(within: .seconds(15))
+            throw error
+        }
+        let signals = installSignalHandlers()
+        let configuration = self.configuration
+        let unknown = configuration.unknownVariables
+        if !unknown.isEmpty {
+            log.warning("HERALD_* variables this worker does not read (ignored: a typo?)", ["variables": .array(unknown.map(JSONValue.string))])
+        }
+        log.info("configuration", ConfigurationAudit.summary(configuration))
+        let topics = configuration.topics
+        log.info("worker ready", [
+            "group": .string(configuration.kafkaGroup),
+            "topics": .array([topics.jobs, topics.jobsUrgent, topics.shards, topics.shardsUrgent, topics.deviceEvents].map(JSONValue.string)),
+            "results": .string(topics.results), "shard_concurrency": .int(configuration.shardConcurrency),
+            "http_port": .int(parts.healthPort),
+        ])
+
+        // The bound: whatever still runs when it passes, the process ends.
+        let budget = ShutdownBudget(total: configuration.shutdownBound)
+        let stop = self.stop
+        let log = self.log
+        let fatal = self.fatal
+        let finished = Shared(false)
+        let lanes = parts.lanes
+        let armed = Task {
+            await stop.wait()
+            guard !Task.isCancelled else { return }
+            let left = budget.remaining(elapsed: stop.elapsed)
+            // On a thread of its own: a stuck cooperative pool must not hold the exit.
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(left.nanoseconds))) {
+                guard !finished.withLock({ $0 }) else { return }
+                log.error("the shutdown bound passed with work still running; exiting",
+                          ["drain_seconds": .int(Int(budget.total.components.seconds))])
+                exit(Self.exitStatus(flushed: false, fatal: fatal.first))
+            }
+            let busy = lanes.reduce(0) { $0 + $1.busy.value }
+            log.info("stopping: no new work; checkpointing work in hand", ["busy": .int(busy), "drain_seconds": .int(Int(budget.total.components.seconds))])
+        }
+
+        let left = await ServiceGroup(services: parts.services, stop: stop).run(cancelAfter: budget.cancelServices)
+        if !left.isEmpty {
+            log.error("services still running at the shutdown bound were left behind", ["services": .array(left.map(JSONValue.string))])
+        }
+        withExtendedLifetime(signals) {}
+        let flushed = await parts.producer.flush(timeoutMilliseconds: Int32(clamping: budget.flushTimeout(elapsed: stop.elapsed).milliseconds))
+        let late = await teardown.run(within: budget.remaining(elapsed: stop.elapsed))
+        finished.withLock { $0 = true }
+        armed.cancel()
+        let status = Self.exitStatus(flushed: flushed && left.isEmpty && late.isEmpty, fatal: fatal.first)
+        log.info("worker stopped", ["producer_flushed": .bool(flushed), "exit_status": .int(Int(status)),
+                                    "left_running": .array((left + late).map(JSONValue.string)),
+                                    "fatal": fatal.first.map(JSONValue.string) ?? .null])
+        return status
+    }
+
+    /// Starts the parts of DESIGN §1 in dependency order, registering in `teardown` how to
+    /// release each; throws (leaving the release to the caller) when one cannot start.
+    private func start(_ teardown: Teardown) async throws(WorkerStartError) -> Parts {
         let configuration = self.configuration
         // 1. PostgreSQL, migrated.
         let key: CredentialsKey
@@ -68,17 +148,16 @@ public final class Worker: Sendable {
                                                           statementTimeout: configuration.databaseStatementTimeout)
         poolConfiguration.applicationName = "herald-\(configuration.workerID)"
         let pool = PostgresPool(poolConfiguration)
+        teardown.add("postgres") { await pool.close() }
         do {
             let applied = try await Migrator.appliedVersion(pool)
             let latest = Migration.all.map(\.version).max() ?? 0
             guard applied >= latest else {
-                await pool.close()
                 throw WorkerStartError(message: "the database is at migration \(applied), this worker needs \(latest): run `herald migrate` first", exitStatus: 78)
             }
         } catch let error as WorkerStartError {
             throw error
         } catch {
-            await pool.close()
             let hint = "\(error)".contains("herald_schema_migrations") ? " (no Herald schema: run `herald migrate` first)" : ""
             throw WorkerStartError(message: "HERALD_DATABASE_URL: PostgreSQL is not usable: \(error)\(hint)", exitStatus: 69)
         }
@@ -88,18 +167,18 @@ public final class Worker: Sendable {
         do {
             producer = try KafkaProducer(configuration: configuration.kafka)
         } catch {
-            await pool.close()
             throw WorkerStartError(message: "HERALD_KAFKA_BROKERS: cannot create a Kafka producer: \(error)", exitStatus: 78)
         }
         let loops: EventLoopGroup
         do {
             loops = try EventLoopGroup(count: configuration.eventLoops)
         } catch {
-            await pool.close()
             throw WorkerStartError(message: "cannot start the provider event loops: \(error)", exitStatus: 70)
         }
+        teardown.add("event loops") { loops.shutdown() }
         let guards = InvalidationGuards(window: configuration.invalidationWindow, threshold: configuration.invalidationThreshold)
         let directory = ProviderDirectory(apps: AppRepository(pool: pool, key: key), endpoints: configuration.endpoints, loops: loops, guards: guards)
+        teardown.add("provider pools") { directory.shutdown() }
         let publisher = ReceiptPublisher(producer: producer, topics: configuration.topics, log: log)
         let context = PipelineContext(workerID: configuration.workerID, jobs: JobRepository(pool: pool), audience: AudienceResolver(pool: pool),
                                       subscriptions: SubscriptionRepository(pool: pool), directory: directory, publisher: publisher,
@@ -152,11 +231,10 @@ public final class Worker: Sendable {
                          concurrency: configuration.jobConcurrency, ordered: true, configuration: configuration.kafka, log: log),
             ]
         } catch {
-            directory.shutdown()
-            loops.shutdown()
-            await pool.close()
             throw WorkerStartError(message: "HERALD_KAFKA_BROKERS: cannot join the consumer groups: \(error)", exitStatus: 69)
         }
+        // Closed by their services on a stop; here for a start that fails later (closing twice waits for the one close).
+        teardown.add("consumers") { for lane in lanes { await lane.consumer.close() } }
 
         // 4. Health and metrics. Two figures live elsewhere and are read in when asked for: the
         // consumers' partition assignments (rebalances) and the provider pools' open connections.
@@ -200,7 +278,8 @@ public final class Worker: Sendable {
             }
         }
         let database = DatabaseProbe(url: configuration.databaseURL)
-        var health: HealthServer?
+        teardown.add("readiness probe") { await database.close() }
+        var healthPort = 0
         if configuration.httpPort != 0 {
             let metrics = self.metrics
             let stop = self.stop
@@ -228,101 +307,63 @@ public final class Worker: Sendable {
             }
             do {
                 try server.start()
-                health = server
             } catch {
-                for lane in lanes { await lane.consumer.close() }
-                directory.shutdown()
-                loops.shutdown()
-                await pool.close()
                 throw WorkerStartError(message: "HERALD_HTTP_PORT: \(error)", exitStatus: 69)
             }
+            // It answers until the very end: /readyz says "stopping" meanwhile.
+            teardown.add("health server") { server.stop() }
+            healthPort = server.port
         }
 
-        let signals = installSignalHandlers()
-        let unknown = configuration.unknownVariables
-        if !unknown.isEmpty {
-            log.warning("HERALD_* variables this worker does not read (ignored: a typo?)", ["variables": .array(unknown.map(JSONValue.string))])
-        }
-        log.info("configuration", ConfigurationAudit.summary(configuration))
-        log.info("worker ready", [
-            "group": .string(group), "topics": .array([topics.jobs, topics.jobsUrgent, topics.shards, topics.shardsUrgent, topics.deviceEvents].map(JSONValue.string)),
-            "results": .string(topics.results), "shard_concurrency": .int(configuration.shardConcurrency),
-            "http_port": .int(health?.port ?? 0),
-        ])
         let stop = self.stop
-        let busy = self.busy
         let log = self.log
         let metrics = self.metrics
         let fatal = self.fatal
-        await withTaskGroup(of: Void.self) { tasks in
-            // A producer that failed fatally sends nothing more: stop, and exit non-zero so the
-            // orchestrator restarts the process with a new one.
-            tasks.addTask {
-                while !stop.isSet {
-                    if let error = producer.fatalError {
-                        log.error("the Kafka producer failed fatally; stopping", ["error": .string(error.description)])
-                        fatal.record("producer: \(error)")
-                        stop.set()
-                        break
-                    }
-                    await stop.sleep(for: .seconds(1))
+        let budget = ShutdownBudget(total: configuration.shutdownBound)
+        // A producer that failed fatally sends nothing more: stop, and exit non-zero so the
+        // orchestrator restarts the process with a new one.
+        let producerWatch = ClosureService(name: "producer-watch") { stop in
+            while !stop.isSet {
+                if let error = producer.fatalError {
+                    log.error("the Kafka producer failed fatally; stopping", ["error": .string(error.description)])
+                    fatal.record("producer: \(error)")
+                    stop.set()
+                    break
                 }
-            }
-            for lane in lanes {
-                tasks.addTask {
-                    await lane.run(stop: stop, busy: busy, fatal: fatal) { message in
-                        if message.topic == topics.shards || message.topic == topics.shardsUrgent {
-                            return await Self.handleShard(message, context: context, runner: runner, liveActivities: planner.liveActivities)
-                        }
-                        if message.topic == topics.deviceEvents { return await events.handle(message) }
-                        return await planner.handle(message)
-                    }
-                }
-            }
-            tasks.addTask {
-                var reported: [String] = []
-                while !stop.isSet {
-                    let stalled = sampleHeartbeats()
-                    if stalled != reported && !stalled.isEmpty {
-                        log.error("heartbeats stalled; /healthz fails", ["stalled": .array(stalled.map(JSONValue.string)),
-                                                                          "stall_seconds": .int(Int(stallAfter.components.seconds))])
-                    }
-                    reported = stalled
-                    await stop.sleep(for: .seconds(1))
-                }
-            }
-            tasks.addTask { await scheduler.run(stop: stop) }
-            let sweeper = RetentionSweeper(pool: pool, retentionDays: configuration.retentionDays, log: log)
-            tasks.addTask { await sweeper.run(stop: stop) }
-            let haltedSweeper = HaltedJobSweeper(administration: JobAdministration(pool: pool), publisher: publisher, log: log,
-                                                 interval: configuration.haltedSweepInterval)
-            tasks.addTask { await haltedSweeper.run(stop: stop) }
-            let reports = MetricsPublisher(metrics: metrics, publisher: publisher, log: log, interval: configuration.metricsInterval,
-                                          refresh: refreshGauges)
-            tasks.addTask { await reports.run(stop: stop) }
-            // The stopper: waits for the signal, lets work in hand checkpoint, then closes the
-            // consumers (which commits what is done and ends their message streams).
-            tasks.addTask {
-                while !stop.isSet { try? await Task.sleep(for: .milliseconds(100)) }
-                log.info("stopping: no new work; checkpointing work in hand", ["busy": .int(busy.value)])
-                let deadline = ContinuousClock.now + configuration.shard.drainDeadline + .seconds(15)
-                while busy.value > 0 && ContinuousClock.now < deadline {
-                    try? await Task.sleep(for: .milliseconds(50))
-                }
-                for lane in lanes { await lane.consumer.close() }
+                await stop.sleep(for: .seconds(1))
             }
         }
-        withExtendedLifetime(signals) {}
-        health?.stop()
-        await database.close()
-        let flushed = await producer.flush(timeoutMilliseconds: 10_000)
-        directory.shutdown()
-        loops.shutdown()
-        await pool.close()
-        let status = Self.exitStatus(flushed: flushed, fatal: fatal.first)
-        log.info("worker stopped", ["producer_flushed": .bool(flushed), "exit_status": .int(Int(status)),
-                                    "fatal": fatal.first.map(JSONValue.string) ?? .null])
-        return status
+        let heartbeatWatch = ClosureService(name: "heartbeat-watch") { stop in
+            var reported: [String] = []
+            while !stop.isSet {
+                let stalled = sampleHeartbeats()
+                if stalled != reported && !stalled.isEmpty {
+                    log.error("heartbeats stalled; /healthz fails", ["stalled": .array(stalled.map(JSONValue.string)),
+                                                                      "stall_seconds": .int(Int(stallAfter.components.seconds))])
+                }
+                reported = stalled
+                await stop.sleep(for: .seconds(1))
+            }
+        }
+        let handler: @Sendable (KafkaMessage) async -> Bool = { message in
+            if message.topic == topics.shards || message.topic == topics.shardsUrgent {
+                return await Self.handleShard(message, context: context, runner: runner, liveActivities: planner.liveActivities)
+            }
+            if message.topic == topics.deviceEvents { return await events.handle(message) }
+            return await planner.handle(message)
+        }
+        var services: [any Service] = [producerWatch]
+        services += lanes.map { LaneService(lane: $0, fatal: fatal, workInHand: budget.workInHand, handler: handler) }
+        services += [
+            heartbeatWatch,
+            scheduler,
+            RetentionSweeper(pool: pool, retentionDays: configuration.retentionDays, log: log),
+            HaltedJobSweeper(administration: JobAdministration(pool: pool), publisher: publisher, log: log,
+                             interval: configuration.haltedSweepInterval),
+            MetricsPublisher(metrics: metrics, publisher: publisher, log: log, interval: configuration.metricsInterval,
+                             refresh: refreshGauges),
+        ]
+        return Parts(producer: producer, services: services, lanes: lanes, healthPort: healthPort)
     }
 
     /// 0 after a clean stop; 70 (EX_SOFTWARE) after a fatal error of a lane or the producer;
@@ -405,6 +446,8 @@ final class Lane: Sendable {
     let ordered: Bool
     let log: WorkerLog
     let inHand = InHandMessages()
+    /// Messages being handled now.
+    let busy = BusyCount()
 
     init(name: String, groupID: String, topics: [String], concurrency: Int, ordered: Bool,
          configuration: KafkaConfiguration, log: WorkerLog) throws(KafkaError) {
@@ -420,8 +463,9 @@ final class Lane: Sendable {
         self.log = log
     }
 
-    func run(stop: StopSignal, busy: BusyCount, fatal: FirstFatalError, handler: @escaping @Sendable (KafkaMessage) async -> Bool) async {
+    func run(stop: StopSignal, fatal: FirstFatalError, handler: @escaping @Sendable (KafkaMessage) async -> Bool) async {
         let consumer = self.consumer
+        let busy = self.busy
         let ordered = self.ordered
         let inHand = self.inHand
         // Noted on arrival, before a message waits behind another of its key, so a wedged key
@@ -444,6 +488,32 @@ final class Lane: Sendable {
             log.error("consumer stopped on a fatal error", ["lane": .string(name), "error": .string("\(error)")])
             fatal.record("lane \(name): \(error)")
             stop.set()
+        }
+    }
+}
+
+/// A lane as a service: runs its messages until its consumer closes; after the stop request,
+/// lets the work in hand end (checkpoint) until `workInHand` past the request, then closes the
+/// consumer, committing what is done, which ends the messages.
+struct LaneService: Service {
+    let lane: Lane
+    let fatal: FirstFatalError
+    let workInHand: Duration
+    let handler: @Sendable (KafkaMessage) async -> Bool
+
+    var name: String { "lane-\(lane.name)" }
+
+    func run(stop: StopSignal) async {
+        let lane = self.lane
+        let workInHand = self.workInHand
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await lane.run(stop: stop, fatal: fatal, handler: handler) }
+            group.addTask {
+                await stop.wait()
+                guard !Task.isCancelled else { return }
+                _ = await returnsWithin(max(.zero, workInHand - stop.elapsed)) { await lane.busy.idle() }
+                await lane.consumer.close()
+            }
         }
     }
 }
@@ -488,9 +558,11 @@ final class FirstFatalError: Sendable {
     var first: String? { error.withLock { $0 } }
 }
 
-/// Messages being handled right now, across the lanes (the stopper waits for zero).
+/// Messages a lane is handling right now (its stop waits for zero).
 final class BusyCount: Sendable {
-    private let count = Atomic<Int>(0)
-    var value: Int { count.load(ordering: .relaxed) }
-    func adjust(_ delta: Int) { count.add(delta, ordering: .relaxed) }
+    private let count = AsyncCondition(0)
+    var value: Int { count.value }
+    func adjust(_ delta: Int) { count.update { $0 += delta } }
+    /// Returns once nothing is being handled (or the task is cancelled).
+    func idle() async { await count.wait { $0 <= 0 } }
 }

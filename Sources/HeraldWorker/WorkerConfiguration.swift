@@ -52,10 +52,13 @@ public struct WorkerConfiguration: Sendable {
     /// Shard pacing: `HERALD_SEND_WINDOW` (sends in flight per shard, default 256),
     /// `HERALD_RETRY_MAX_ATTEMPTS` (8), `HERALD_RETRY_MAX_AGE_SECONDS` (86400),
     /// `HERALD_RETRY_QUOTA_SECONDS` (first wait after FCM's QUOTA_EXCEEDED, 60 as Google asks),
-    /// `HERALD_DRAIN_SECONDS` (on SIGTERM, how long sends in flight may take, default 10),
+    /// the sends-in-flight share of `HERALD_DRAIN_SECONDS` (``ShutdownBudget``),
     /// `HERALD_RETRY_HOLD_SECONDS` (a shard waiting only for retries due later than this frees
     /// its slot, default 10).
     public var shard = ShardSettings()
+    /// `HERALD_DRAIN_SECONDS`: the whole time from SIGTERM to exit, default 30 (``ShutdownBudget``
+    /// shares it out: sends in flight, work in hand, consumers' commits, the producer's flush).
+    var shutdownBound: Duration = .seconds(30)
     /// `HERALD_INVALIDATION_WINDOW` (answers, default 200) and `HERALD_INVALIDATION_THRESHOLD`
     /// (largest share of unregistered answers acted on, default 0.2).
     var invalidationWindow: Int = 200
@@ -150,7 +153,8 @@ public struct WorkerConfiguration: Sendable {
         shard.retry.maximumAttempts = try integer("HERALD_RETRY_MAX_ATTEMPTS", 1...100, default: 8)
         shard.retry.maximumAgeSeconds = Int64(try integer("HERALD_RETRY_MAX_AGE_SECONDS", 1...30 * 86_400, default: 86_400))
         shard.retry.backoff.quotaBaseSeconds = Double(try integer("HERALD_RETRY_QUOTA_SECONDS", 1...3600, default: 60))
-        shard.drainDeadline = .seconds(try integer("HERALD_DRAIN_SECONDS", 0...600, default: 10))
+        shutdownBound = .seconds(try integer("HERALD_DRAIN_SECONDS", 5...600, default: 30))
+        shard.drainDeadline = ShutdownBudget(total: shutdownBound).sendsInFlight
         shard.retryHoldSeconds = Double(try integer("HERALD_RETRY_HOLD_SECONDS", 0...3600, default: 10))
         shard.messageRetryBudget = .seconds(try integer("HERALD_MESSAGE_RETRY_SECONDS", 0...86_400, default: 600))
         invalidationWindow = try integer("HERALD_INVALIDATION_WINDOW", 1...100_000, default: 200)

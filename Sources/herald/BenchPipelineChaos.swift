@@ -40,7 +40,7 @@ struct ChaosPlan: Sendable, Equatable {
           --stall-every S [--stall-seconds D]          every S seconds the providers stop answering for D (default 2) seconds
           --tls-fail-at T [--tls-fail-for D]           at T, drop the provider connections and fail TLS handshakes for D (default 30) seconds
           --kill-every S [--kill-first-at T] [--kills N]  kill -9 a worker every S seconds while the job runs, starting a new one
-          --sigterm-at T                               SIGTERM a worker: it must exit 0 within HERALD_DRAIN_SECONDS + 25 s; a new one starts
+          --sigterm-at T                               SIGTERM a worker: it must exit 0 within HERALD_DRAIN_SECONDS + 2 s; a new one starts
           --postgres-restart-at T                      restart PostgreSQL (pg_ctl restart -m fast)
           --broker-down-at T [--broker-down-for D]     take the Kafka brokers down for D (default 20) seconds
         """
@@ -111,9 +111,9 @@ struct ChaosRecord: Sendable, Equatable {
 
     var kills: [Stop] = []
     var sigterms: [Stop] = []
-    /// The SIGTERM deadline (HERALD_DRAIN_SECONDS + 25 s: the worker's own bound on waiting for
-    /// work in hand, plus its producer flush).
-    var sigtermDeadlineSeconds = 35.0
+    /// The SIGTERM deadline: HERALD_DRAIN_SECONDS, the worker's whole shutdown, + 2 s for the
+    /// process to end and be reaped.
+    var sigtermDeadlineSeconds = 32.0
     var postgresRestarts: [Double] = []
     var brokerOutages: [Double] = []
     var tlsFailureSeconds: [Double] = []
@@ -169,7 +169,7 @@ final class ChaosRun: @unchecked Sendable {
 
     init(plan: ChaosPlan, drainSeconds: Int) {
         self.plan = plan
-        state.sigtermDeadlineSeconds = Double(drainSeconds + 25)
+        state.sigtermDeadlineSeconds = Double(drainSeconds + 2)
     }
 
     var record: ChaosRecord { lock.withLock { state } }

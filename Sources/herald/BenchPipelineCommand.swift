@@ -84,7 +84,7 @@ enum BenchPipelineCommand {
             }
             let produced = clock.now
             _ = try await producer.send(topic: topics.jobs, key: jobID, value: job.serialized())
-            let drainSeconds = Int(workerEnvironment["HERALD_DRAIN_SECONDS"] ?? "") ?? 10
+            let drainSeconds = Int(workerEnvironment["HERALD_DRAIN_SECONDS"] ?? "") ?? 30
             let chaos = ChaosRun(plan: plan, drainSeconds: drainSeconds)
             let chaosTask = Task { await chaos.run(environment: environment, started: started, logDirectory: logs, since: produced) }
 

@@ -64,7 +64,8 @@ import Testing
         #expect(configuration.shard.retry == RetryPolicy())
         #expect(configuration.shard.retry.maximumAttempts == 8)
         #expect(configuration.shard.retry.maximumAgeSeconds == 86_400)
-        #expect(configuration.shard.drainDeadline == .seconds(10))
+        #expect(configuration.shutdownBound == .seconds(30))
+        #expect(configuration.shard.drainDeadline == .seconds(12), "40% of the bound")
         #expect(configuration.shard.retryHoldSeconds == 10)
         #expect(configuration.invalidationWindow == 200)
         #expect(configuration.invalidationThreshold == 0.2)
@@ -85,7 +86,7 @@ import Testing
             "HERALD_SEND_WINDOW": "1000",
             "HERALD_RETRY_MAX_ATTEMPTS": "3",
             "HERALD_RETRY_MAX_AGE_SECONDS": "3600",
-            "HERALD_DRAIN_SECONDS": "0",
+            "HERALD_DRAIN_SECONDS": "5",
             "HERALD_RETRY_HOLD_SECONDS": "0",
             "HERALD_INVALIDATION_WINDOW": "500",
             "HERALD_INVALIDATION_THRESHOLD": "0.35",
@@ -107,7 +108,8 @@ import Testing
         #expect(configuration.shard.window == 1000)
         #expect(configuration.shard.retry.maximumAttempts == 3)
         #expect(configuration.shard.retry.maximumAgeSeconds == 3600)
-        #expect(configuration.shard.drainDeadline == .zero)
+        #expect(configuration.shutdownBound == .seconds(5))
+        #expect(configuration.shard.drainDeadline == .seconds(2))
         #expect(configuration.shard.retryHoldSeconds == 0, "0 hands every retry wait over")
         #expect(configuration.invalidationWindow == 500)
         #expect(configuration.invalidationThreshold == 0.35)

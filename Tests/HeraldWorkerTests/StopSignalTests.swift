@@ -1,0 +1,68 @@
+import Foundation
+@testable import HeraldWorker
+import Synchronization
+import Testing
+
+@Suite(.timeLimit(.minutes(1))) struct StopSignalTests {
+    @Test func waitersResumeWhenTheStopIsRequestedAndItsTimeIsKept() async throws {
+        let stop = StopSignal()
+        #expect(stop.requestedAt == nil && stop.elapsed == .zero)
+        let waiter = Task { await stop.wait() }
+        try await Task.sleep(for: .milliseconds(50))
+        let before = ContinuousClock.now
+        stop.set()
+        await waiter.value
+        let first = try #require(stop.requestedAt)
+        #expect(first >= before && stop.isSet)
+        stop.set()
+        #expect(stop.requestedAt == first, "the first request is the start of the bound")
+        await stop.wait()  // at once once set
+    }
+
+    @Test func aLongSleepEndsAtTheStop() async {
+        let stop = StopSignal()
+        let started = ContinuousClock.now
+        async let slept: Void = stop.sleep(for: .seconds(120))
+        try? await Task.sleep(for: .milliseconds(100))
+        stop.set()
+        await slept
+        #expect(ContinuousClock.now - started < .seconds(10))
+    }
+
+    @Test func aCancelledWaiterReturns() async {
+        let stop = StopSignal()
+        let waiter = Task { await stop.wait() }
+        waiter.cancel()
+        await waiter.value
+        #expect(!stop.isSet)
+    }
+
+    @Test func conditionWaitersResumeOnlyWhenTheirConditionHolds() async throws {
+        let busy = BusyCount()
+        busy.adjust(2)
+        let idle = Task { await busy.idle() }
+        busy.adjust(-1)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(busy.value == 1)
+        busy.adjust(-1)
+        await idle.value
+        #expect(busy.value == 0)
+    }
+
+    /// A body that ignores cancellation (here: a thread blocked for a minute) cannot hold the
+    /// caller past the bound.
+    @Test func returnsWithinLeavesABodyThatIgnoresCancellation() async {
+        let started = ContinuousClock.now
+        let returned = await returnsWithin(.milliseconds(200)) {
+            await withCheckedContinuation { continuation in
+                Thread.detachNewThread {
+                    Thread.sleep(forTimeInterval: 60)
+                    continuation.resume()
+                }
+            }
+        }
+        #expect(!returned)
+        #expect(ContinuousClock.now - started < .seconds(10))
+        #expect(await returnsWithin(.seconds(30)) {})
+    }
+}
