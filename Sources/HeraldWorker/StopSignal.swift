@@ -97,7 +97,8 @@ func returnsWithin(_ duration: Duration, _ body: @escaping @Sendable () async ->
 }
 
 /// Runs `first` and `second` side by side; true when `first` returned before `second`. The
-/// other one is cancelled, and not waited for.
+/// other one is cancelled, and not waited for. When the caller's task is cancelled, both are,
+/// and the answer is false at once.
 func firstReturns(_ first: @escaping @Sendable () async -> Void, before second: @escaping @Sendable () async -> Void) async -> Bool {
     let decision = Shared<CheckedContinuation<Bool, Never>?>(nil)
     let racers = Shared<[Task<Void, Never>]>([])
@@ -107,20 +108,25 @@ func firstReturns(_ first: @escaping @Sendable () async -> Void, before second: 
             pending = nil
         }
     }
-    let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-        decision.withLock { $0 = continuation }
-        racers.withLock {
-            $0 = [
-                Task {
-                    await first()
-                    finish(true)
-                },
-                Task {
-                    await second()
-                    finish(false)
-                },
-            ]
+    let outcome = await withTaskCancellationHandler {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            decision.withLock { $0 = continuation }
+            racers.withLock {
+                $0 = [
+                    Task {
+                        await first()
+                        finish(true)
+                    },
+                    Task {
+                        await second()
+                        finish(false)
+                    },
+                ]
+            }
+            if Task.isCancelled { finish(false) }
         }
+    } onCancel: {
+        finish(false)
     }
     racers.withLock { $0.forEach { $0.cancel() } }
     return outcome
