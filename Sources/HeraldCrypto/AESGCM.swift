@@ -4,25 +4,38 @@ import Foundation
 /// Why an AES-256-GCM operation failed.
 public struct AESGCMError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure.
-    public enum Code: String, Sendable {
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Base: String, Sendable {
+            case invalidKey, authenticationFailed, openssl
+        }
+        private let base: Base
+
         /// The key is not 32 bytes of base64.
-        case invalidKey
+        public static let invalidKey = Code(base: .invalidKey)
         /// The sealed value is too short, or its tag does not verify: wrong key or altered data.
-        case authenticationFailed
+        public static let authenticationFailed = Code(base: .authenticationFailed)
         /// OpenSSL refused an operation (out of memory, no randomness).
-        case openssl
+        public static let openssl = Code(base: .openssl)
+
+        public var description: String { base.rawValue }
     }
 
     public let code: Code
     /// What happened, for people. Never contains key material.
     public let message: String
+    /// Where the error was raised.
+    public let file: String
+    /// The line where the error was raised.
+    public let line: Int
 
-    init(_ code: Code, _ message: String) {
+    init(_ code: Code, _ message: String, file: String = #fileID, line: Int = #line) {
         self.code = code
         self.message = message
+        self.file = file
+        self.line = line
     }
 
-    public var description: String { "AESGCMError.\(code.rawValue): \(message)" }
+    public var description: String { "AESGCMError.\(code): \(message)" }
 }
 
 /// A 256-bit AES key.

@@ -17,9 +17,39 @@ public struct HeaderField: Sendable, Equatable {
 
 /// An HPACK error from nghttp2.
 public struct HPACKError: Error, Sendable, CustomStringConvertible {
-    /// nghttp2's error code.
-    public let code: Int32
-    public var description: String { "HPACK error \(code): \(String(cString: nghttp2_strerror(code)))" }
+    /// What kind of failure.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Base: String, Sendable {
+            case compression, decompression, resources
+        }
+        private let base: Base
+
+        /// A header block could not be encoded.
+        public static let compression = Code(base: .compression)
+        /// A header block could not be decoded (malformed, or past the limits).
+        public static let decompression = Code(base: .decompression)
+        /// nghttp2 could not make its deflater or inflater.
+        public static let resources = Code(base: .resources)
+
+        public var description: String { base.rawValue }
+    }
+
+    public let code: Code
+    /// nghttp2's own error code.
+    public let nghttp2Code: Int32
+    /// Where the error was raised.
+    public let file: String
+    /// The line where the error was raised.
+    public let line: Int
+
+    init(_ code: Code, nghttp2Code: Int32, file: String = #fileID, line: Int = #line) {
+        self.code = code
+        self.nghttp2Code = nghttp2Code
+        self.file = file
+        self.line = line
+    }
+
+    public var description: String { "HPACKError.\(code) \(nghttp2Code): \(String(cString: nghttp2_strerror(nghttp2Code)))" }
 }
 
 /// HPACK header compression (RFC 7541) with nghttp2's deflater and inflater: one pair per
@@ -33,7 +63,7 @@ public final class HPACKEncoder {
     public init(maxTableSize: Int = 4096) throws(HPACKError) {
         var pointer: OpaquePointer?
         let result = nghttp2_hd_deflate_new(&pointer, maxTableSize)
-        guard result == 0, let pointer else { throw HPACKError(code: result) }
+        guard result == 0, let pointer else { throw HPACKError(.resources, nghttp2Code: result) }
         deflater = pointer
     }
 
@@ -45,7 +75,7 @@ public final class HPACKEncoder {
             let bound = nghttp2_hd_deflate_bound(deflater, nvs.baseAddress, nvs.count)
             var output = [UInt8](repeating: 0, count: bound)
             let written = nghttp2_hd_deflate_hd(deflater, &output, bound, nvs.baseAddress, nvs.count)
-            guard written >= 0 else { throw HPACKError(code: Int32(written)) }
+            guard written >= 0 else { throw HPACKError(.compression, nghttp2Code: Int32(written)) }
             return Array(output.prefix(written))
         }
     }
@@ -59,7 +89,7 @@ public final class HPACKDecoder {
     public init() throws(HPACKError) {
         var pointer: OpaquePointer?
         let result = nghttp2_hd_inflate_new(&pointer)
-        guard result == 0, let pointer else { throw HPACKError(code: result) }
+        guard result == 0, let pointer else { throw HPACKError(.resources, nghttp2Code: result) }
         inflater = pointer
     }
 
@@ -75,7 +105,7 @@ public final class HPACKDecoder {
             let consumed = block.withUnsafeBufferPointer { buffer in
                 nghttp2_hd_inflate_hd2(inflater, &nv, &flags, buffer.baseAddress.map { $0 + offset }, buffer.count - offset, 1)
             }
-            guard consumed >= 0 else { throw HPACKError(code: Int32(consumed)) }
+            guard consumed >= 0 else { throw HPACKError(.decompression, nghttp2Code: Int32(consumed)) }
             offset += consumed
             if flags & Int32(NGHTTP2_HD_INFLATE_EMIT.rawValue) != 0 {
                 fields.append(HeaderField(
@@ -89,7 +119,7 @@ public final class HPACKDecoder {
                 return fields
             }
             if consumed == 0 && flags & Int32(NGHTTP2_HD_INFLATE_EMIT.rawValue) == 0 {
-                throw HPACKError(code: Int32(NGHTTP2_ERR_HEADER_COMP.rawValue))
+                throw HPACKError(.decompression, nghttp2Code: Int32(NGHTTP2_ERR_HEADER_COMP.rawValue))
             }
         }
     }

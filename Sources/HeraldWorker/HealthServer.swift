@@ -112,10 +112,16 @@ struct HealthServerError: Error, Sendable, Equatable, CustomStringConvertible {
     let code: Code
     /// A message for people, naming the address.
     let message: String
+    /// Where the error was raised.
+    let file: String
+    /// The line where the error was raised.
+    let line: Int
 
-    init(_ code: Code, _ message: String) {
+    init(_ code: Code, _ message: String, file: String = #fileID, line: Int = #line) {
         self.code = code
         self.message = message
+        self.file = file
+        self.line = line
     }
 
     /// Starting again will not help without a change (another port, a free one, more descriptors).

@@ -3,10 +3,32 @@ import HeraldKafka
 
 /// Why a message could not be published, after the retries.
 struct PublishError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure (one so far: the broker did not acknowledge everything); the broker's
+    /// own error, ``underlying``, tells what kind of refusal.
+    struct Code: Sendable, Hashable {
+        private let value: Int
+        /// Messages were not acknowledged.
+        static let unacknowledged = Code(value: 1)
+    }
+
+    let code: Code
     /// The last broker error.
     let underlying: KafkaError
     /// Messages that were not acknowledged.
     let unacknowledged: Int
+    /// Where the error was raised.
+    let file: String
+    /// The line where the error was raised.
+    let line: Int
+
+    init(underlying: KafkaError, unacknowledged: Int, file: String = #fileID, line: Int = #line) {
+        code = .unacknowledged
+        self.underlying = underlying
+        self.unacknowledged = unacknowledged
+        self.file = file
+        self.line = line
+    }
+
     var description: String { "\(unacknowledged) message(s) not acknowledged by Kafka: \(underlying)" }
 }
 

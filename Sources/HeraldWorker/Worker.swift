@@ -9,10 +9,48 @@ import Synchronization
 
 /// Why a worker could not start, with the variable or service to fix.
 public struct WorkerStartError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure, which decides the exit status.
+    struct Code: Sendable, Hashable, CustomStringConvertible {
+        fileprivate enum Base: String, Sendable {
+            case configuration, unavailable, software
+        }
+        fileprivate let base: Base
+
+        /// A variable is missing or wrong (exit 78, EX_CONFIG).
+        static let configuration = Code(base: .configuration)
+        /// PostgreSQL or Kafka cannot be used (exit 69, EX_UNAVAILABLE).
+        static let unavailable = Code(base: .unavailable)
+        /// The process could not make what it needs (event loops: exit 70, EX_SOFTWARE).
+        static let software = Code(base: .software)
+
+        var description: String { base.rawValue }
+    }
+
+    /// What kind of failure.
+    let code: Code
     /// For people: what is wrong and what to do.
     public let message: String
-    /// sysexits(3) status: 78 configuration, 69 a service unavailable.
-    public let exitStatus: Int32
+    /// Where the error was raised.
+    let file: String
+    /// The line where the error was raised.
+    let line: Int
+
+    init(_ code: Code, _ message: String, file: String = #fileID, line: Int = #line) {
+        self.code = code
+        self.message = message
+        self.file = file
+        self.line = line
+    }
+
+    /// sysexits(3) status: 78 configuration, 69 a service unavailable, 70 internal.
+    public var exitStatus: Int32 {
+        switch code.base {
+        case .configuration: 78
+        case .unavailable: 69
+        case .software: 70
+        }
+    }
+
     public var description: String { message }
 }
 
@@ -127,20 +165,20 @@ public final class Worker: Sendable {
         let key: CredentialsKey
         do {
             guard let text = configuration.credentialsKey, !text.isEmpty else {
-                throw WorkerStartError(message: "HERALD_CREDENTIALS_KEY: is required (32 random bytes, base64; the key app credentials were stored with)", exitStatus: 78)
+                throw WorkerStartError(.configuration, "HERALD_CREDENTIALS_KEY: is required (32 random bytes, base64; the key app credentials were stored with)")
             }
             key = try CredentialsKey(base64: text).opening(also: try CredentialsKey.oldKeys(configuration.credentialsOldKeys))
         } catch let error as WorkerStartError {
             throw error
         } catch {
             // The message names the variable (HERALD_CREDENTIALS_KEY or HERALD_CREDENTIALS_OLD_KEYS).
-            throw WorkerStartError(message: (error as? PostgresError)?.message ?? "HERALD_CREDENTIALS_KEY: \(error)", exitStatus: 78)
+            throw WorkerStartError(.configuration, (error as? PostgresError)?.message ?? "HERALD_CREDENTIALS_KEY: \(error)")
         }
         if let caFile = configuration.endpoints.caFile {
             do {
                 _ = try TLSContext(client: caFile)
             } catch {
-                throw WorkerStartError(message: "HERALD_TLS_CA_FILE: \(caFile) is not a usable CA bundle: \(error)", exitStatus: 78)
+                throw WorkerStartError(.configuration, "HERALD_TLS_CA_FILE: \(caFile) is not a usable CA bundle: \(error)")
             }
         }
         var poolConfiguration = PostgresPoolConfiguration(url: configuration.databaseURL, size: configuration.databasePoolSize,
@@ -153,13 +191,13 @@ public final class Worker: Sendable {
             let applied = try await Migrator.appliedVersion(pool)
             let latest = Migration.all.map(\.version).max() ?? 0
             guard applied >= latest else {
-                throw WorkerStartError(message: "the database is at migration \(applied), this worker needs \(latest): run `herald migrate` first", exitStatus: 78)
+                throw WorkerStartError(.configuration, "the database is at migration \(applied), this worker needs \(latest): run `herald migrate` first")
             }
         } catch let error as WorkerStartError {
             throw error
         } catch {
             let hint = "\(error)".contains("herald_schema_migrations") ? " (no Herald schema: run `herald migrate` first)" : ""
-            throw WorkerStartError(message: "HERALD_DATABASE_URL: PostgreSQL is not usable: \(error)\(hint)", exitStatus: 69)
+            throw WorkerStartError(.unavailable, "HERALD_DATABASE_URL: PostgreSQL is not usable: \(error)\(hint)")
         }
 
         // 2. Kafka producer, provider pools, the pipeline.
@@ -167,13 +205,13 @@ public final class Worker: Sendable {
         do {
             producer = try KafkaProducer(configuration: configuration.kafka)
         } catch {
-            throw WorkerStartError(message: "HERALD_KAFKA_BROKERS: cannot create a Kafka producer: \(error)", exitStatus: 78)
+            throw WorkerStartError(.configuration, "HERALD_KAFKA_BROKERS: cannot create a Kafka producer: \(error)")
         }
         let loops: EventLoopGroup
         do {
             loops = try EventLoopGroup(count: configuration.eventLoops)
         } catch {
-            throw WorkerStartError(message: "cannot start the provider event loops: \(error)", exitStatus: 70)
+            throw WorkerStartError(.software, "cannot start the provider event loops: \(error)")
         }
         teardown.add("event loops") { loops.shutdown() }
         let guards = InvalidationGuards(window: configuration.invalidationWindow, threshold: configuration.invalidationThreshold)
@@ -231,7 +269,7 @@ public final class Worker: Sendable {
                          concurrency: configuration.jobConcurrency, ordered: true, configuration: configuration.kafka, log: log),
             ]
         } catch {
-            throw WorkerStartError(message: "HERALD_KAFKA_BROKERS: cannot join the consumer groups: \(error)", exitStatus: 69)
+            throw WorkerStartError(.unavailable, "HERALD_KAFKA_BROKERS: cannot join the consumer groups: \(error)")
         }
         // Closed by their services on a stop; here for a start that fails later (closing twice waits for the one close).
         teardown.add("consumers") { for lane in lanes { await lane.consumer.close() } }
@@ -308,7 +346,7 @@ public final class Worker: Sendable {
             do {
                 try server.start()
             } catch {
-                throw WorkerStartError(message: "HERALD_HTTP_PORT: \(error)", exitStatus: 69)
+                throw WorkerStartError(.unavailable, "HERALD_HTTP_PORT: \(error)")
             }
             // It answers until the very end: /readyz says "stopping" meanwhile.
             teardown.add("health server") { server.stop() }

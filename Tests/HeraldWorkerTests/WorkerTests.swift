@@ -9,6 +9,14 @@ import Testing
         #expect(Worker.exitStatus(flushed: false, fatal: "producer: KafkaError.fatal") == 70)
     }
 
+    @Test func aStartErrorsKindDecidesItsExitStatusAndItKnowsWhereItWasRaised() {
+        let configuration = WorkerStartError(.configuration, "HERALD_CREDENTIALS_KEY: is required")
+        #expect(configuration.exitStatus == 78 && configuration.description == "HERALD_CREDENTIALS_KEY: is required")
+        #expect(configuration.file.hasSuffix("WorkerTests.swift") && configuration.line > 0)
+        #expect(WorkerStartError(.unavailable, "PostgreSQL").exitStatus == 69)
+        #expect(WorkerStartError(.software, "event loops").exitStatus == 70)
+    }
+
     @Test func theFirstFatalErrorIsKept() {
         let fatal = FirstFatalError()
         #expect(fatal.first == nil)
