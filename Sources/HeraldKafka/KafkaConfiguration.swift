@@ -1,5 +1,6 @@
 import Foundation
 internal import CRdKafka
+import HeraldCore
 import Synchronization
 
 /// librdkafka properties for a client, with Herald's defaults and the `HERALD_KAFKA_PROPERTY_*`
@@ -112,6 +113,6 @@ private func kafkaLogLine(_ handle: OpaquePointer?, _ level: Int32, _ facility: 
         }
         return result
     }
-    let line = "{\"component\":\"librdkafka\",\"facility\":\"\(escaped(facility))\",\"level\":\"\(severity)\",\"message\":\"\(escaped(text))\"}\n"
-    (KafkaLogOutput.usesStandardOutput ? FileHandle.standardOutput : FileHandle.standardError).write(Data(line.utf8))
+    let line = "{\"component\":\"librdkafka\",\"facility\":\"\(escaped(facility))\",\"level\":\"\(severity)\",\"message\":\"\(escaped(text))\"}"
+    LogSink.shared.write(line, to: KafkaLogOutput.usesStandardOutput ? .standardOutput : .standardError)
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import HeraldCore
 
 /// The process series a Prometheus client library exports (`process_cpu_seconds_total`,
 /// `process_resident_memory_bytes`, `process_open_fds`, `process_start_time_seconds`) and
@@ -51,6 +52,9 @@ struct ProcessStatistics: Sendable, Equatable {
         var text = PrometheusText()
         text.family("herald_build_info", type: "gauge", help: "Always 1; the version and git revision of this worker's build.")
         text.sample("herald_build_info", [("version", version), ("revision", revision)], 1)
+        text.family("herald_log_lines_dropped_total", type: "counter",
+                    help: "Log lines dropped because standard output or error did not keep up (LogSink).")
+        text.sample("herald_log_lines_dropped_total", [], LogSink.shared.dropped)
         if let statistics {
             text.family("process_cpu_seconds_total", type: "counter", help: "User and system CPU time spent in seconds.")
             text.sample("process_cpu_seconds_total", [], PrometheusText.number(statistics.cpuSeconds))

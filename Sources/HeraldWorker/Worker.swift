@@ -91,7 +91,10 @@ public final class Worker: Sendable {
     /// (``ShutdownBudget``); should anything hold it past that, the process exits with status 1
     /// (70 after a fatal error) from a thread of its own.
     public func run() async throws(WorkerStartError) -> Int32 {
-        try await run(exit: { Glibc.exit($0) })
+        try await run(exit: { status in
+            LogSink.shared.flush(timeout: .milliseconds(500))
+            Glibc.exit(status)
+        })
     }
 
     /// ``run()`` with what to call when the bound passes (tests run it in process).

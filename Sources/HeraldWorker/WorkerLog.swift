@@ -39,17 +39,12 @@ struct WorkerLog: Sendable {
     let minimum: Level
     private let sink: @Sendable (String) -> Void
 
-    private static let lock = Mutex(())
-
-    /// A log for `workerID` writing to standard output (or `sink`, for tests).
+    /// A log for `workerID` writing to standard output through the process's ``LogSink``
+    /// (or to `sink`, for tests).
     init(workerID: String, minimum: Level = .info, sink: (@Sendable (String) -> Void)? = nil) {
         self.workerID = workerID
         self.minimum = minimum
-        self.sink = sink ?? { line in
-            WorkerLog.lock.withLock { _ in
-                FileHandle.standardOutput.write(Data((line + "\n").utf8))
-            }
-        }
+        self.sink = sink ?? { line in LogSink.shared.write(line, to: .standardOutput) }
     }
 
     /// Writes a line.

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import HeraldWorker
 
 // The `herald` command line. Each command lives in its own file; this one only dispatches.
@@ -68,4 +69,6 @@ default:
     Console.error("herald: unknown command '\(arguments[0])'\n\n\(Usage.text)")
     status = 64
 }
+// Log lines still queued (a worker's last ones, librdkafka's) go out before the process ends.
+LogSink.shared.flush(timeout: .seconds(2))
 exit(status)

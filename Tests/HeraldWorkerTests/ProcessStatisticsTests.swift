@@ -24,10 +24,11 @@ import Testing
         #expect(abs(statistics.startTime - Date().timeIntervalSince1970) < 24 * 3600, "started today: \(statistics.startTime)")
         let text = ProcessStatistics.prometheusText(statistics, version: "1.2.3", revision: "abc1234")
         for series in ["herald_build_info{version=\"1.2.3\",revision=\"abc1234\"} 1", "process_cpu_seconds_total ", "process_resident_memory_bytes ",
-                       "process_open_fds ", "process_start_time_seconds ", "# TYPE process_cpu_seconds_total counter"] {
+                       "process_open_fds ", "process_start_time_seconds ", "# TYPE process_cpu_seconds_total counter",
+                       "# TYPE herald_log_lines_dropped_total counter", "herald_log_lines_dropped_total 0"] {
             #expect(text.contains(series), "\(series) missing from:\n\(text)")
         }
-        // Without /proc, only the build info.
-        #expect(ProcessStatistics.prometheusText(nil, version: "v", revision: "r").components(separatedBy: "# TYPE").count == 2)
+        // Without /proc, only the build info and the log sink's drops.
+        #expect(ProcessStatistics.prometheusText(nil, version: "v", revision: "r").components(separatedBy: "# TYPE").count == 3)
     }
 }

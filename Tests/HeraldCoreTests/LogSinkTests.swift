@@ -1,0 +1,63 @@
+import Foundation
+@testable import HeraldCore
+import Testing
+
+@Suite(.timeLimit(.minutes(1))) struct LogSinkTests {
+    /// Reads what arrives on `fd` until EOF, on a thread of its own.
+    static func readAll(_ fd: Int32) async -> String {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                var data = Data()
+                var buffer = [UInt8](repeating: 0, count: 65_536)
+                while true {
+                    let count = read(fd, &buffer, buffer.count)
+                    if count <= 0 { break }
+                    data.append(contentsOf: buffer[0..<count])
+                }
+                continuation.resume(returning: String(decoding: data, as: UTF8.self))
+            }
+        }
+    }
+
+    @Test func linesArriveInOrderOnTheirStream() async throws {
+        var out: [Int32] = [0, 0]
+        var err: [Int32] = [0, 0]
+        try #require(pipe(&out) == 0 && pipe(&err) == 0)
+        let sink = LogSink(capacity: 1000, standardOutput: out[1], standardError: err[1])
+        let outRead = out[0]
+        let errRead = err[0]
+        async let outText = Self.readAll(outRead)
+        async let errText = Self.readAll(errRead)
+        for index in 0..<500 { sink.write("line \(index)", to: .standardOutput) }
+        sink.write("{\"component\":\"librdkafka\"}", to: .standardError)
+        #expect(sink.flush(timeout: .seconds(10)))
+        close(out[1])
+        close(err[1])
+        let lines = await outText.split(separator: "\n").map(String.init)
+        #expect(lines == (0..<500).map { "line \($0)" })
+        #expect(await errText == "{\"component\":\"librdkafka\"}\n")
+        #expect(sink.dropped == 0)
+    }
+
+    /// Nobody reads standard output: writers still return at once, and what does not fit is
+    /// dropped and counted; once the reader drains the pipe, the queued lines arrive.
+    @Test func aStalledReaderNeverBlocksAWriter() async throws {
+        var out: [Int32] = [0, 0]
+        try #require(pipe(&out) == 0)
+        let sink = LogSink(capacity: 100, standardOutput: out[1], standardError: out[1])
+        let line = String(repeating: "x", count: 1000)
+        let started = ContinuousClock.now
+        // The pipe holds 64 KiB; the queue 100 lines; the rest must be dropped, not waited for.
+        for _ in 0..<5000 { sink.write(line, to: .standardOutput) }
+        let took = ContinuousClock.now - started
+        #expect(took < .seconds(10), "5,000 writes took \(took)")
+        #expect(sink.dropped >= 5000 - 100 - 70, "dropped \(sink.dropped)")
+        #expect(!sink.flush(timeout: .milliseconds(100)), "nothing drains the pipe yet")
+        let outRead = out[0]
+        async let text = Self.readAll(outRead)
+        #expect(sink.flush(timeout: .seconds(20)))
+        close(out[1])
+        let written = await text.split(separator: "\n").count
+        #expect(written + sink.dropped == 5000, "every line was written or counted as dropped")
+    }
+}
