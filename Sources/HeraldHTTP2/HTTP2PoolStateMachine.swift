@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// A request as the pool sees it: when it gives up waiting, and how often it was resent.
 protocol HTTP2PoolRequest: AnyObject {
     /// When the request fails if it is still waiting for a stream (the loop clock's nanoseconds).
@@ -115,7 +117,7 @@ struct HTTP2PoolStateMachine<Request: HTTP2PoolRequest> {
     private var waiting: [Request] = []
     private var waitingHead = 0
     private var nextID: ConnectionID = 1
-    private var consecutiveConnectFailures = 0
+    private var connectBackoff: Backoff
     private var reconnectNotBefore: UInt64 = 0
     private var reconnectPending = false
     private var lookupStale = false
@@ -125,6 +127,8 @@ struct HTTP2PoolStateMachine<Request: HTTP2PoolRequest> {
 
     init(configuration: Configuration) {
         self.configuration = configuration
+        connectBackoff = Backoff(first: .nanoseconds(Int64(clamping: configuration.reconnectBase)),
+                                 maximum: .nanoseconds(Int64(clamping: configuration.reconnectMax)))
     }
 
     // MARK: queries
@@ -160,7 +164,7 @@ struct HTTP2PoolStateMachine<Request: HTTP2PoolRequest> {
         guard let index = index(of: id), !slots[index].ready else { return action }
         slots[index].ready = true
         slots[index].maxStreams = max(0, maxStreams)
-        consecutiveConnectFailures = 0
+        connectBackoff.reset()
         reconnectNotBefore = 0
         drainWaiting(into: &action)
         if waitingCount > 0, let open = openIfNeeded(now: now) { action.connections.append(open) }
@@ -360,10 +364,8 @@ struct HTTP2PoolStateMachine<Request: HTTP2PoolRequest> {
     private mutating func connectFailed(_ error: HTTP2Error, now: UInt64, jitter: Double, into action: inout Action) {
         guard !isShutdown else { return }
         counters.connectFailures += 1
-        consecutiveConnectFailures += 1
         lookupStale = true  // an uncached lookup before the next connect, as Apple asks
-        let exponent = UInt64(min(consecutiveConnectFailures - 1, 20))
-        let base = min(configuration.reconnectMax, configuration.reconnectBase << exponent)
+        let base = UInt64(max(0, connectBackoff.next().nanoseconds))
         reconnectNotBefore = now + UInt64(Double(base) * min(1.5, max(0.5, jitter)))
         // With no connection at all, the waiting requests learn now rather than at their deadline.
         if slots.isEmpty {

@@ -243,14 +243,13 @@ public final class PostgresPool: Sendable {
                                   _ body: (PostgresConnection) async throws(PostgresError) -> T) async throws(PostgresError) -> T {
         let clock = ContinuousClock()
         let deadline = clock.now + configuration.reconnectWindow
-        var delay = Duration.milliseconds(100)
+        var backoff = Backoff(first: .milliseconds(100), maximum: .seconds(2))
         var attempt = 0
         func mayRetry() async -> Bool {
             guard retryingIfLost, !Task.isCancelled else { return false }
             if attempt == 1 { return true }
-            guard clock.now + delay < deadline else { return false }
-            try? await Task.sleep(for: delay)
-            delay = min(delay * 2, .seconds(2))
+            guard clock.now + backoff.upcoming < deadline else { return false }
+            try? await Task.sleep(for: backoff.next())
             return true
         }
         while true {

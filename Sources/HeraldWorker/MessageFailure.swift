@@ -111,14 +111,14 @@ struct MessageRetryBudget: Sendable {
     /// Failures so far, of every kind.
     private(set) var attempts = 0
     private var failingSince: ContinuousClock.Instant?
-    private var delay: Duration
+    private var backoff: Backoff
 
     /// A budget of `budget` (`HERALD_MESSAGE_RETRY_SECONDS`).
     init(budget: Duration, firstDelay: Duration = .seconds(1), maximumDelay: Duration = .seconds(30)) {
         self.budget = budget
         self.firstDelay = firstDelay
         self.maximumDelay = maximumDelay
-        delay = firstDelay
+        backoff = Backoff(first: firstDelay, maximum: maximumDelay)
     }
 
     /// Records a failure at `now` and decides.
@@ -141,8 +141,6 @@ struct MessageRetryBudget: Sendable {
     }
 
     private mutating func nextDelay() -> Duration {
-        let current = delay
-        delay = min(delay * 2, maximumDelay)
-        return current
+        backoff.next()
     }
 }

@@ -71,9 +71,17 @@ final class ReceiptPublisher: Sendable {
     /// Sends and waits for every acknowledgement, retrying the failed ones.
     func send(_ messages: [KafkaProducerMessage]) async throws(PublishError) {
         var pending = messages
-        let deadline = ContinuousClock.now + retryFor
-        var delay = Duration.milliseconds(100)
-        while !pending.isEmpty {
+        let producer = self.producer
+        let log = self.log
+        try await withBackoff(Backoff(first: .milliseconds(100), maximum: .seconds(5)), until: .now + retryFor, retryIf: { error, _, delay in
+            // A message over the broker's limit will never be taken: no point in waiting.
+            guard error.underlying.isRetryable || error.underlying.code != .messageTooLarge else { return false }
+            log.warning("Kafka did not acknowledge messages; retrying", [
+                "count": .int(error.unacknowledged), "error": .string(error.underlying.description), "retry_in_ms": .int(Int(delay.milliseconds)),
+            ])
+            return true
+        }) { _ async throws(PublishError) in
+            guard !pending.isEmpty else { return }
             let results = await producer.sendAll(pending)
             var failed: [KafkaProducerMessage] = []
             var lastError: KafkaError?
@@ -83,19 +91,8 @@ final class ReceiptPublisher: Sendable {
                     lastError = error
                 }
             }
-            guard let lastError else { return }
-            if !lastError.isRetryable && lastError.code == .messageTooLarge {
-                throw PublishError(underlying: lastError, unacknowledged: failed.count)
-            }
-            if ContinuousClock.now + delay > deadline || Task.isCancelled {
-                throw PublishError(underlying: lastError, unacknowledged: failed.count)
-            }
-            log.warning("Kafka did not acknowledge messages; retrying", [
-                "count": .int(failed.count), "error": .string(lastError.description), "retry_in_ms": .int(Int(delay.milliseconds)),
-            ])
-            try? await Task.sleep(for: delay)
-            delay = min(delay * 2, .seconds(5))
             pending = failed
+            if let lastError { throw PublishError(underlying: lastError, unacknowledged: failed.count) }
         }
     }
 }

@@ -100,6 +100,7 @@ final class Scheduler: Sendable {
     /// rounds. Database errors are logged and retried with backoff.
     func run(stop: StopSignal) async {
         var lastHeartbeat: ContinuousClock.Instant?
+        var backoff = Backoff(first: interval, maximum: max(interval, .seconds(10)))
         var delay = interval
         while !stop.isSet {
             do {
@@ -109,10 +110,12 @@ final class Scheduler: Sendable {
                     lastHeartbeat = ContinuousClock.now
                 }
                 try await releaseDue()
+                backoff.reset()
                 delay = interval
             } catch {
+                _ = backoff.next()
+                delay = backoff.upcoming
                 log.error("scheduler round failed; retrying", ["error": .string(error.description), "retry_in_ms": .int(Int(delay.milliseconds))])
-                delay = min(delay * 2, .seconds(10))
             }
             await stop.sleep(for: delay)
         }
