@@ -1,5 +1,5 @@
 // swift-tools-version:6.0
-// Herald: a self-hosted push-notification delivery worker pool. See docs/ and DESIGN.md (§2 module map).
+// Herald: a self-hosted push-notification delivery worker pool. Module map: docs/ARCHITECTURE.md.
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
