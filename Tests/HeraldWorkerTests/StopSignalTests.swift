@@ -49,17 +49,6 @@ import Testing
         #expect(ContinuousClock.now - started < .seconds(45) && !stop.isSet)
     }
 
-    @Test func conditionWaitersResumeOnlyWhenTheirConditionHolds() async throws {
-        let busy = BusyCount()
-        busy.adjust(2)
-        let idle = Task { await busy.idle() }
-        busy.adjust(-1)
-        try await Task.sleep(for: .milliseconds(50))
-        #expect(busy.value == 1)
-        busy.adjust(-1)
-        await idle.value
-        #expect(busy.value == 0)
-    }
 
     /// A body that ignores cancellation (here: a thread blocked for a minute) cannot hold the
     /// caller past the bound.

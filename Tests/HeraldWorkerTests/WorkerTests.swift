@@ -17,11 +17,4 @@ import Testing
         #expect(WorkerStartError(.software, "event loops").exitStatus == 70)
     }
 
-    @Test func theFirstFatalErrorIsKept() {
-        let fatal = FirstFatalError()
-        #expect(fatal.first == nil)
-        fatal.record("lane shards: first")
-        fatal.record("producer: second")
-        #expect(fatal.first == "lane shards: first")
-    }
 }
