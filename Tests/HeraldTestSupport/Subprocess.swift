@@ -61,6 +61,26 @@ public struct Subprocess {
         }
     }
 
+    /// Starts a background program and reads the first line it prints (a port, a bootstrap
+    /// list); its standard error goes to a pipe nobody reads unless `quietStandardError`.
+    public static func startReadingFirstLine(_ executable: URL, _ arguments: [String],
+                                             quietStandardError: Bool = false) throws -> (process: Process, firstLine: String) {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = quietStandardError ? FileHandle.nullDevice : Pipe()
+        try process.run()
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        return (process, String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
     /// Stops a background program: SIGTERM, then SIGKILL after `grace` seconds. Polls
     /// `isRunning` rather than calling `waitUntilExit`, which can spin forever on Linux.
     @discardableResult

@@ -102,20 +102,7 @@ struct MigrateCommandTests {
 @Suite(.timeLimit(.minutes(1))) struct DevBrokerCommandTests {
     /// Starts `herald dev-broker ARGUMENTS` and returns it with its first line (the bootstrap line).
     private static func start(_ arguments: [String]) throws -> (Process, String) {
-        let process = Process()
-        process.executableURL = TestEnvironment.heraldBinary
-        process.arguments = ["dev-broker"] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = Pipe()
-        try process.run()
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            line.append(chunk)
-        }
-        return (process, String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        try Subprocess.startReadingFirstLine(TestEnvironment.heraldBinary, ["dev-broker"] + arguments)
     }
 
     /// `herald dev-broker` prints its bootstrap line, serves kcat, and exits 0 on SIGTERM.

@@ -8,23 +8,11 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(4))) struct RunShutdownTests {
     /// A process whose first line of output is read (a port, a bootstrap list).
     final class LineProcess: @unchecked Sendable {
-        let process = Process()
+        let process: Process
         let firstLine: String
 
         init(_ executable: URL, _ arguments: [String]) throws {
-            process.executableURL = executable
-            process.arguments = arguments
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            var line = Data()
-            while !line.contains(UInt8(ascii: "\n")) {
-                let chunk = output.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                line.append(chunk)
-            }
-            firstLine = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            (process, firstLine) = try Subprocess.startReadingFirstLine(executable, arguments, quietStandardError: true)
         }
 
         func signal(_ number: Int32) { kill(process.processIdentifier, number) }
