@@ -51,7 +51,9 @@ import Testing
         for _ in 0..<5000 { sink.write(line, to: .standardOutput) }
         let took = ContinuousClock.now - started
         #expect(took < .seconds(10), "5,000 writes took \(took)")
-        #expect(sink.dropped >= 5000 - 100 - 70, "dropped \(sink.dropped)")
+        // At most what the queue holds twice (the writer's batch in hand and the queue behind
+        // it) and what the 64 KiB pipe takes got through; the rest was dropped.
+        #expect(sink.dropped >= 5000 - 2 * 100 - 70, "dropped \(sink.dropped)")
         #expect(!sink.flush(timeout: .milliseconds(100)), "nothing drains the pipe yet")
         let outRead = out[0]
         async let text = Self.readAll(outRead)

@@ -23,7 +23,7 @@ final class TestHTTP1Server: Sendable {
 @Suite(.timeLimit(.minutes(2))) struct HTTP1ServerTests {
     typealias Answer = PlainHTTP.Answer
 
-    static func exchange(port: Int, _ request: [UInt8], timeoutSeconds: Int = 10) async -> Answer? {
+    static func exchange(port: Int, _ request: [UInt8], timeoutSeconds: Int = 60) async -> Answer? {
         await PlainHTTP.exchange(port: port, request, timeoutSeconds: timeoutSeconds)
     }
 

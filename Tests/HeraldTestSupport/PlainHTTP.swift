@@ -29,7 +29,9 @@ public enum PlainHTTP {
     /// Connects to 127.0.0.1:`port` on a thread of its own (blocking calls stay off the
     /// cooperative pool, which the server's handler tasks need), sends `request`, and reads to
     /// EOF. Nil when the connection is refused.
-    public static func exchange(port: Int, _ request: [UInt8], timeoutSeconds: Int = 10) async -> Answer? {
+    /// The default wait is long: the server's handler runs on Swift's cooperative pool, which a
+    /// parallel run of every suite on two cores can keep busy for many seconds.
+    public static func exchange(port: Int, _ request: [UInt8], timeoutSeconds: Int = 60) async -> Answer? {
         await withCheckedContinuation { continuation in
             Thread.detachNewThread {
                 continuation.resume(returning: blockingExchange(port: port, request, timeoutSeconds: timeoutSeconds))
