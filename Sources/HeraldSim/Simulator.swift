@@ -1,8 +1,8 @@
 public import Foundation
 import Glibc
-public import HeraldCore
+import HeraldCore
 public import HeraldCrypto
-public import HeraldHTTP2
+import HeraldHTTP2
 import Synchronization
 
 /// `herald sim`: the APNs and FCM simulators over TLS HTTP/2 (on 127.0.0.1 unless told), with their state

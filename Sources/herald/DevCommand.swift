@@ -186,7 +186,9 @@ final class DevEnvironment: @unchecked Sendable {
             // The key is written to a file only the owner can read, never printed: logs and
             // terminals are not places for credentials.
             let keyFile = directory.appendingPathComponent("credentials-key")
-            FileManager.default.createFile(atPath: keyFile.path, contents: Data(credentialsKey.utf8), attributes: [.posixPermissions: 0o600])
+            if !FileManager.default.createFile(atPath: keyFile.path, contents: Data(credentialsKey.utf8), attributes: [.posixPermissions: 0o600]) {
+                say("herald dev: warning: could not write the credentials key to \(keyFile.path)")
+            }
             say("herald dev: starting \(options.workers) worker(s) …")
             var logs = directory
             if let logDirectory = options.logDirectory {

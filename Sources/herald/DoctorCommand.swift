@@ -50,10 +50,8 @@ enum DoctorCommand {
                         apps.append((summary.id, [settings.apnsUnreadable.map { _ in "apns" }, settings.fcmUnreadable.map { _ in "fcm" }].compactMap { $0 }))
                     }
                     checks.append(Doctor.credentials(apps))
-                } catch let error as PostgresError {
-                    checks.append(Doctor.Check(name: "credentials", ok: false, detail: error.message))
                 } catch {
-                    checks.append(Doctor.Check(name: "credentials", ok: false, detail: "\(error)"))
+                    checks.append(Doctor.Check(name: "credentials", ok: false, detail: error.message))
                 }
             } catch {
                 checks.append(Doctor.Check(name: "postgres", ok: false, detail: "\(error.message)"))

@@ -204,7 +204,7 @@ enum JobsCommand {
         for job in jobs {
             let totals = job.totals
             if json {
-                var members: [String: JSONValue] = [
+                let members: [String: JSONValue] = [
                     "id": .string(job.id), "app_id": .string(job.appID), "kind": .string(job.kind), "state": .string(job.state),
                     "urgent": .bool(job.urgent), "received_at": job.receivedAt.map { .string($0.rfc3339) } ?? .null,
                     "completed_at": job.completedAt.map { .string($0.rfc3339) } ?? .null,

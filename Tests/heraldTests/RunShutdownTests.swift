@@ -46,7 +46,8 @@ import Testing
         let proxy = try LineProcess(python, [proxyScript.path, direct.host ?? "127.0.0.1", String(direct.port ?? 5432)])
         var proxied = direct
         proxied.host = "127.0.0.1"
-        proxied.port = try #require(Int(proxy.firstLine), "the proxy printed \(proxy.firstLine)")
+        let proxyPort: Int = try #require(Int(proxy.firstLine), "the proxy printed \(proxy.firstLine)")
+        proxied.port = proxyPort
 
         // A broker of its own, with the worker's topics.
         let topics = WorkerEnvironment.topics(name)
@@ -54,7 +55,8 @@ import Testing
         try #require(broker.firstLine.hasPrefix("bootstrap.servers="), "dev-broker printed \(broker.firstLine)")
 
         var environment = topics
-        environment["HERALD_DATABASE_URL"] = try #require(proxied.string)
+        let proxiedURL: String = try #require(proxied.string)
+        environment["HERALD_DATABASE_URL"] = proxiedURL
         environment["HERALD_KAFKA_BROKERS"] = String(broker.firstLine.dropFirst("bootstrap.servers=".count))
         environment["HERALD_CREDENTIALS_KEY"] = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
         environment["HERALD_WORKER_ID"] = "w-\(name)"
