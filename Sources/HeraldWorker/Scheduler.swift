@@ -100,7 +100,8 @@ final class Scheduler: Sendable {
     /// rounds. Database errors are logged and retried with backoff.
     func run(stop: StopSignal) async {
         var lastHeartbeat: ContinuousClock.Instant?
-        var backoff = Backoff(first: interval, maximum: max(interval, .seconds(10)))
+        // After a failed round: twice the interval, doubling up to 10 s.
+        var backoff = Backoff(first: interval * 2, maximum: .seconds(10))
         var delay = interval
         while !stop.isSet {
             do {
@@ -113,8 +114,7 @@ final class Scheduler: Sendable {
                 backoff.reset()
                 delay = interval
             } catch {
-                _ = backoff.next()
-                delay = backoff.upcoming
+                delay = backoff.next()
                 log.error("scheduler round failed; retrying", ["error": .string(error.description), "retry_in_ms": .int(Int(delay.milliseconds))])
             }
             await stop.sleep(for: delay)
