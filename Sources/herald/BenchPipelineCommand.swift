@@ -8,18 +8,20 @@ import HeraldWorker
 /// `herald bench pipeline --devices N --workers W [--ios-share S] --json`: the whole path on one
 /// machine (embedded broker, throwaway PostgreSQL, `herald sim`, W worker processes) for one
 /// campaign to every device, measured from the outside: receipts read back from the results
-/// topic, deliveries counted by the simulators, the workers' peak RSS from /proc.
+/// topic, deliveries counted by the simulators, the workers' peak RSS and CPU time from /proc.
+/// `--worker-binary` runs another build's workers beside this build's harness (old against new);
+/// `--urgent-probe` times one urgent single-device job a second during the campaign.
 enum BenchPipelineCommand {
     static let usage = """
         usage: herald bench pipeline [--devices N] [--workers W] [--ios-share S] [--unregistered-share X]
                                      [--sim-threads T] [--partitions P] [--timeout S] [--log-dir DIR] [--json]
-                                     [faults…]
+                                     [--worker-binary PATH] [--urgent-probe] [faults…]
           Worker settings come from this process's HERALD_* variables (HERALD_SHARD_SIZE,
           HERALD_SHARD_CONCURRENCY, HERALD_SEND_WINDOW, HERALD_PROVIDER_CONNECTIONS, …).
         """ + "\n" + ChaosPlan.usage
 
     static func run(_ arguments: [String]) async -> Int32 {
-        var options = OptionParser(arguments, command: "herald bench pipeline", usage: usage)
+        var options = OptionParser(arguments, command: "herald bench pipeline", usage: usage, flags: ["--json", "--urgent-probe"])
         let devices = options.int("--devices", in: 1...20_000_000) ?? 100_000
         let workers = options.int("--workers", in: 1...32) ?? 2
         let iosShare = options.double("--ios-share", in: 0...1) ?? 0.5
@@ -29,19 +31,23 @@ enum BenchPipelineCommand {
         let timeout = options.int("--timeout", in: 1...86_400) ?? 1800
         let json = options.flag("--json")
         let logDirectory = options.string("--log-dir")
+        let workerBinary = options.string("--worker-binary")
+        let urgentProbe = options.flag("--urgent-probe")
         let chaos = ChaosPlan.parse(&options)
         guard options.finish() else { return 64 }
 
         let environment = DevEnvironment()
+        environment.workerExecutable = workerBinary
         defer { _ = environment }
         let status = await measure(environment, devices: devices, workers: workers, iosShare: iosShare, unregisteredShare: unregisteredShare,
-                                   simulatorThreads: simulatorThreads, partitions: Int32(partitions), timeout: timeout, json: json, logDirectory: logDirectory, chaos: chaos)
+                                   simulatorThreads: simulatorThreads, partitions: Int32(partitions), timeout: timeout, json: json, logDirectory: logDirectory,
+                                   urgentProbe: urgentProbe, chaos: chaos)
         await environment.tearDown()
         return status
     }
 
     private static func measure(_ environment: DevEnvironment, devices: Int, workers: Int, iosShare: Double, unregisteredShare: Double,
-                                simulatorThreads: Int, partitions: Int32, timeout: Int, json: Bool, logDirectory: String?, chaos plan: ChaosPlan) async -> Int32 {
+                                simulatorThreads: Int, partitions: Int32, timeout: Int, json: Bool, logDirectory: String?, urgentProbe: Bool, chaos plan: ChaosPlan) async -> Int32 {
         do {
             let started = try await environment.start(devices: devices, iosShare: iosShare, unregisteredShare: unregisteredShare,
                                                       workers: workers, partitions: partitions, simulatorThreads: simulatorThreads, quiet: true)
@@ -56,6 +62,11 @@ enum BenchPipelineCommand {
                 logs = URL(fileURLWithPath: logDirectory)
                 try FileManager.default.createDirectory(at: logs, withIntermediateDirectories: true)
             }
+            let probe = urgentProbe
+                ? try await UrgentProbe.prepare(pool: started.pool, credentialsKey: started.credentialsKey,
+                                                simulatorDirectory: started.directory.appendingPathComponent("sim"),
+                                                unregistered: UnregisteredShare(unregisteredShare))
+                : nil
             Console.error("herald bench pipeline: starting \(workers) worker(s) …")
             try await environment.startWorkers(workers, environment: workerEnvironment, directory: logs)
             let audienceRows = try await started.pool.query(
@@ -82,8 +93,14 @@ enum BenchPipelineCommand {
             if plan.hasProviderFaults {
                 started.simulator.faults.set(plan.simulatorFaults(unregistered: UnregisteredShare(unregisteredShare)))
             }
+            // CPU from the moment the job is produced: the workers (from /proc/PID/stat, sampled
+            // each second, replacements included) and this process (simulators, broker, reader).
+            var workerCPU = ProcessCPUMeter(pids: environment.workers.map(\.pid))
+            let benchCPU = ProcessCPUMeter.cpuSeconds(of: getpid()) ?? 0
+            var lastCPUSample = clock.now
             let produced = clock.now
             _ = try await producer.send(topic: topics.jobs, key: jobID, value: job.serialized())
+            let probeTask = probe.map { probe in Task { await probe.run(producer: producer, topic: topics.jobsUrgent) } }
             let drainSeconds = Int(workerEnvironment["HERALD_DRAIN_SECONDS"] ?? "") ?? 30
             let chaos = ChaosRun(plan: plan, drainSeconds: drainSeconds)
             let chaosTask = Task { await chaos.run(environment: environment, started: started, logDirectory: logs, since: produced) }
@@ -110,19 +127,26 @@ enum BenchPipelineCommand {
                 }
                 if let dead = environment.workers.first(where: { !$0.isRunning && !$0.isStoppedOnPurpose }) {
                     Console.error("herald bench pipeline: a worker exited (status \(dead.terminationStatus)); logs in \(logs.path)")
+                    probeTask?.cancel()
                     chaos.finish()
                     await chaosTask.value
                     return 1
                 }
                 // After `completed`, read on briefly for receipts still in other partitions.
                 if let completedAt, clock.now - completedAt > .seconds(3) { break }
+                if clock.now - lastCPUSample > .seconds(1) {
+                    lastCPUSample = clock.now
+                    workerCPU.sample(environment.workers.map(\.pid))
+                }
                 guard let message = try await consumer.poll(timeoutMilliseconds: 100) else { continue }
                 consumer.markProcessed(message)
                 guard seenMessages.insert(Int64(message.partition) << 48 | message.offset).inserted else {
                     rereads += 1
                     continue
                 }
-                guard let receipt = try? Receipt.decode(message.value), receipt.jobID == jobID else { continue }
+                guard let receipt = try? Receipt.decode(message.value) else { continue }
+                if let probe, probe.take(receipt, at: clock.now) { continue }
+                guard receipt.jobID == jobID else { continue }
                 switch receipt.stage {
                 case .planned:
                     plannedAt = receipt.at
@@ -147,6 +171,10 @@ enum BenchPipelineCommand {
                 }
             }
             let finished = completedAt ?? clock.now
+            workerCPU.sample(environment.workers.map(\.pid))
+            let benchCPUSeconds = (ProcessCPUMeter.cpuSeconds(of: getpid()) ?? 0) - benchCPU
+            probeTask?.cancel()
+            await probeTask?.value
             chaos.finish()
             await chaosTask.value
             let elapsed = finished - produced
@@ -175,7 +203,11 @@ enum BenchPipelineCommand {
                                                     postgresRestarts: record.postgresRestarts.count, workers: workers,
                                                     shardConcurrency: Int(workerEnvironment["HERALD_SHARD_CONCURRENCY"] ?? "") ?? 4,
                                                     sendWindow: Int(workerEnvironment["HERALD_SEND_WINDOW"] ?? "") ?? 256)
-            let duplicates = apns.duplicateDeliveries + fcm.duplicateDeliveries
+            var duplicates = apns.duplicateDeliveries + fcm.duplicateDeliveries
+            if let probe {
+                let probeDuplicates = probe.duplicates(deliveries: apns.deliveries[probe.token] ?? 0)
+                duplicates += probeDuplicates.real - probeDuplicates.counted
+            }
             let lost = max(0, audience - stages.count)
             // A failure scenario passes with nothing lost, duplicates within the bound, no
             // conflicting receipts, every SIGTERM drained in time and every fault injected.
@@ -197,6 +229,16 @@ enum BenchPipelineCommand {
                 "simulator_requests": .int(apns.requests + fcm.requests),
                 "simulator_reasons": .object(apns.reasons.merging(fcm.reasons, uniquingKeysWith: +).mapValues { .int($0) }),
             ]
+            // µs of CPU per accepted notification and per terminal receipt (what transfers to
+            // another machine, where throughput here also pays for the simulators and broker).
+            func microseconds(_ seconds: Double, per count: Int) -> JSONValue {
+                count > 0 ? .double((seconds * 1e6 / Double(count) * 10).rounded() / 10) : .null
+            }
+            members["worker_cpu_seconds"] = .double((workerCPU.seconds * 100).rounded() / 100)
+            members["worker_cpu_us_per_notification"] = microseconds(workerCPU.seconds, per: counts[.accepted] ?? 0)
+            members["worker_cpu_us_per_terminal_receipt"] = microseconds(workerCPU.seconds, per: stages.count)
+            members["bench_cpu_us_per_notification"] = microseconds(benchCPUSeconds, per: counts[.accepted] ?? 0)
+            if let probe { members.merge(probe.json) { _, new in new } }
             if !plan.isEmpty {
                 members["faults"] = record.json(duplicatesBound: bound)
                 members["duplicates_bound"] = .int(bound)

@@ -1,0 +1,181 @@
+import Foundation
+import Glibc
+import HeraldCore
+import HeraldKafka
+import HeraldPostgres
+import HeraldSim
+import Synchronization
+
+/// The CPU time (utime + stime, from `/proc/PID/stat`) a changing set of processes spent since a
+/// start: the workers of `herald bench pipeline`, replacements started by the fault schedule
+/// included (all of a replacement's CPU counts). A process's last reading is kept after it
+/// exits, so a killed worker's work up to its last sample still counts.
+struct ProcessCPUMeter {
+    private var baseline: [pid_t: Double] = [:]
+    private var latest: [pid_t: Double] = [:]
+
+    /// Starts counting from now for `pids`.
+    init(pids: [pid_t]) {
+        for pid in pids {
+            let seconds = Self.cpuSeconds(of: pid) ?? 0
+            baseline[pid] = seconds
+            latest[pid] = seconds
+        }
+    }
+
+    /// Reads `pids` again; a pid not seen before counts from zero.
+    mutating func sample(_ pids: [pid_t]) {
+        for pid in pids {
+            guard let seconds = Self.cpuSeconds(of: pid) else { continue }
+            if baseline[pid] == nil { baseline[pid] = 0 }
+            latest[pid] = seconds
+        }
+    }
+
+    /// CPU seconds spent since the start, all processes together.
+    var seconds: Double {
+        latest.reduce(0) { $0 + max(0, $1.value - (baseline[$1.key] ?? 0)) }
+    }
+
+    /// The utime + stime of `pid` in seconds; nil when it is gone or `/proc` is unreadable.
+    static func cpuSeconds(of pid: pid_t) -> Double? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return nil }
+        return cpuSeconds(stat: stat, ticksPerSecond: sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Fields 14 and 15 of a `/proc/PID/stat` line; the command name (field 2) may hold spaces
+    /// and parentheses, so fields are counted from the last ")".
+    static func cpuSeconds(stat: String, ticksPerSecond: Int) -> Double? {
+        guard let close = stat.lastIndex(of: ")"), ticksPerSecond > 0 else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ", omittingEmptySubsequences: true)
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(ticksPerSecond)
+    }
+}
+
+/// `herald bench pipeline --urgent-probe`: one single-device urgent job a second while the
+/// campaign runs, each timed from the broker's acknowledgement of the job to the moment its
+/// `accepted` receipt is read from the results topic. The device belongs to an app of its own
+/// (`probe`, the demo app's credentials) so the campaign's audience and the simulators'
+/// duplicate count are untouched.
+final class UrgentProbe: Sendable {
+    static let appID = "probe"
+
+    private struct State {
+        var acknowledged: [String: ContinuousClock.Instant] = [:]
+        var accepted: [String: ContinuousClock.Instant] = [:]
+        var failures = 0
+        var loadAverages: [Double] = []
+    }
+
+    private let subscriptionID: String
+    /// The probe device's token, whose deliveries the simulators count with the campaign's.
+    let token: String
+    private let state = Mutex(State())
+
+    private init(subscriptionID: String, token: String) {
+        self.subscriptionID = subscriptionID
+        self.token = token
+    }
+
+    /// The simulators' duplicate deliveries of the probe device: more deliveries than probes.
+    /// (`SimulatorStats.Snapshot.duplicateDeliveries` counts every delivery after a token's
+    /// first as a duplicate, which for the probe device is each probe after the first.)
+    func duplicates(deliveries: Int) -> (counted: Int, real: Int) {
+        let probes = state.withLock { $0.acknowledged.count }
+        return (max(0, deliveries - 1), max(0, deliveries - probes))
+    }
+
+    /// Creates the probe app and its one iOS device, with a token the simulators do not answer
+    /// `Unregistered` for under `unregistered`.
+    static func prepare(pool: PostgresPool, credentialsKey: String, simulatorDirectory: URL, unregistered: UnregisteredShare) async throws -> UrgentProbe {
+        let credentials = try SeedCommand.readCredentials(simulatorDirectory)
+        try await AppRepository(pool: pool, key: try CredentialsKey(base64: credentialsKey))
+            .upsert(id: appID, name: "Herald bench urgent probe", apns: credentials.apns, fcm: credentials.fcm)
+        var token = ""
+        repeat {
+            var bytes = [UInt8](repeating: 0, count: 32)
+            guard getentropy(&bytes, bytes.count) == 0 else { throw Failure(description: "no randomness for the probe's device token") }
+            token = bytes.map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
+        } while unregistered.isUnregistered(token)
+        let rows = try await pool.query("INSERT INTO subscriptions (app_id, platform, token) VALUES ($1, 'ios', $2) RETURNING id",
+                                        [appID, token], idempotent: false)
+        guard let id = rows.rows.first?.first.flatMap({ $0 }) else { throw Failure(description: "the probe's subscription was not created") }
+        return UrgentProbe(subscriptionID: id, token: token)
+    }
+
+    /// Sends a probe every second to `topic` until cancelled.
+    func run(producer: KafkaProducer, topic: String) async {
+        var number = 0
+        while !Task.isCancelled {
+            number += 1
+            let id = "probe-\(Timestamp.now.seconds)-\(number)"
+            let job: JSONValue = .object([
+                "schema": .string(Job.schemaName), "id": .string(id), "app_id": .string(Self.appID), "kind": .string("notification"),
+                "created_at": .string(Timestamp.now.description),
+                "audience": .object(["subscription_ids": .array([.string(subscriptionID)])]),
+                "content": .object(["title": .string("Probe"), "body": .string(id)]),
+                "delivery": .object(["urgent": .bool(true)]),
+            ])
+            let load = Self.loadAverage()
+            do {
+                _ = try await producer.send(topic: topic, key: id, value: job.serialized())
+                let now = ContinuousClock.now
+                state.withLock { state in
+                    state.acknowledged[id] = now
+                    if let load { state.loadAverages.append(load) }
+                }
+            } catch {
+                state.withLock { $0.failures += 1 }
+            }
+            try? await Task.sleep(for: .seconds(1))
+        }
+    }
+
+    /// Takes `receipt` when it is a probe's; `at` is when it was read.
+    func take(_ receipt: Receipt, at instant: ContinuousClock.Instant) -> Bool {
+        guard receipt.jobID.hasPrefix("probe-"), receipt.appID == Self.appID else { return false }
+        if receipt.stage == .accepted {
+            state.withLock { state in
+                if state.accepted[receipt.jobID] == nil { state.accepted[receipt.jobID] = instant }
+            }
+        }
+        return true
+    }
+
+    /// The figures for the benchmark's JSON: probes sent, answered, p50/p99/max in ms, and the
+    /// one-minute load average while they ran (mean and highest).
+    var json: [String: JSONValue] {
+        state.withLock { state in
+            var latencies: [Double] = []
+            for (id, acknowledged) in state.acknowledged {
+                guard let accepted = state.accepted[id] else { continue }
+                latencies.append(max(0, BenchMeasure.seconds(accepted - acknowledged) * 1000))
+            }
+            latencies.sort()
+            func percentile(_ q: Double) -> JSONValue {
+                guard !latencies.isEmpty else { return .null }
+                return .double((latencies[min(latencies.count - 1, Int((Double(latencies.count - 1) * q).rounded(.up)))] * 10).rounded() / 10)
+            }
+            let loads = state.loadAverages
+            return [
+                "urgent_probes": .int(state.acknowledged.count),
+                "urgent_answered": .int(latencies.count),
+                "urgent_send_failures": .int(state.failures),
+                "urgent_p50_ms": percentile(0.5), "urgent_p99_ms": percentile(0.99), "urgent_max_ms": percentile(1),
+                "load_average_mean": loads.isEmpty ? .null : .double((loads.reduce(0, +) / Double(loads.count) * 100).rounded() / 100),
+                "load_average_max": loads.max().map { .double($0) } ?? .null,
+            ]
+        }
+    }
+
+    /// The one-minute load average of `/proc/loadavg`.
+    static func loadAverage() -> Double? {
+        guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return nil }
+        return text.split(separator: " ").first.flatMap { Double($0) }
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+}
