@@ -265,7 +265,8 @@ public struct JobRepository: Sendable {
 public struct StoredJob: Sendable, Equatable {
     /// The validated job document as stored (JSON text).
     public var body: String
-    public var state: String
+    /// The job's state; nil for one this build does not know (written by a newer worker).
+    public var state: JobState?
     public var shardCount: Int?
     public var urgent: Bool
     /// Set once the `completed` event was recorded.
@@ -277,20 +278,21 @@ extension JobRepository {
     public func storedJob(id: String) async throws(PostgresError) -> StoredJob? {
         let rows = try await pool.query("SELECT body::text, state, shard_count, urgent, completed_at FROM jobs WHERE id = $1", [id])
         guard let row = rows.rows.first, let body = row[0], let state = row[1] else { return nil }
-        return StoredJob(body: body, state: state, shardCount: row[2].flatMap { Int($0) }, urgent: row[3] == "t",
+        return StoredJob(body: body, state: JobState(rawValue: state), shardCount: row[2].flatMap { Int($0) }, urgent: row[3] == "t",
                          completedAt: row[4].flatMap(SQLValue.timestamp))
     }
 
     /// The job's state alone (the shard runner reads it every page, to notice a cancellation).
-    public func state(jobID: String) async throws(PostgresError) -> String? {
+    /// Nil for an unknown job, or a state this build does not know (written by a newer worker).
+    public func state(jobID: String) async throws(PostgresError) -> JobState? {
         let rows = try await pool.query("SELECT state FROM jobs WHERE id = $1", [jobID])
-        return rows.rows.first?.first ?? nil
+        return (rows.rows.first?.first ?? nil).flatMap(JobState.init(rawValue:))
     }
 
     /// Moves the job to `state` when it is in one of `from` (a no-op otherwise).
-    public func setState(jobID: String, to state: String, from: [String]) async throws(PostgresError) {
+    public func setState(jobID: String, to state: JobState, from: [JobState]) async throws(PostgresError) {
         try await pool.query("UPDATE jobs SET state = $2 WHERE id = $1 AND state = ANY($3::text[])",
-                             [jobID, state, SQLValue.array(from)])
+                             [jobID, state.rawValue, SQLValue.array(from.map(\.rawValue))])
     }
 
     /// Gives the shard up without finishing it (shutdown, or every remaining subscription parked

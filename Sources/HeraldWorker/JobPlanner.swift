@@ -82,8 +82,8 @@ struct JobPlanner: Sendable {
         if inserted {
             context.metrics.jobStarted()
             context.log.info("job received", ["job_id": .string(job.id), "app_id": .string(job.appID), "kind": .string(job.kind.rawValue)])
-        } else if let current = stored, ["completed", "cancelled", "expired"].contains(current.state) || current.completedAt != nil {
-            context.log.info("job already handled; replay ignored", ["job_id": .string(job.id), "state": .string(current.state)])
+        } else if let current = stored, current.state?.isFinal == true || current.completedAt != nil {
+            context.log.info("job already handled; replay ignored", ["job_id": .string(job.id), "state": .string(current.state?.rawValue ?? "unknown")])
             return true
         }
         // The row decides: a replay with other content still runs what was first received.

@@ -178,6 +178,11 @@ final class AppDelivery: Sendable {
         halts.withLock { $0[provider] }
     }
 
+    /// The app's halted providers now, with their reasons.
+    var haltReasons: [Receipt.Provider: String] {
+        halts.withLock { $0 }
+    }
+
     /// Marks `provider` halted in this worker (the caller records it in PostgreSQL for the others).
     /// Returns false when it already was.
     func markHaltedLocally(_ provider: Receipt.Provider, reason: String) -> Bool {

@@ -51,8 +51,8 @@ struct SchedulePlanner: Sendable {
 
     /// Plans `job` (already stored in `jobs`, in state `state`) into sub-jobs. Repeating it after
     /// a crash stores nothing twice (sub-job ids are derived, and a known one is skipped).
-    func plan(_ job: Job, state: String?) async throws {
-        if state == "scheduled" || state == "completed" || state == "cancelled" { return }
+    func plan(_ job: Job, state: JobState?) async throws {
+        if state == .scheduled || state == .completed || state == .cancelled { return }
         let root = job.parentID ?? job.id
         let now = clock.now
         var subJobs = 0

@@ -356,7 +356,6 @@ public final class Worker: Sendable {
             healthPort = server.port
         }
 
-        let stop = self.stop
         let log = self.log
         let metrics = self.metrics
         let fatal = self.fatal

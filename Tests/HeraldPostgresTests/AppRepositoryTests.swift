@@ -84,7 +84,7 @@ struct AppRepositoryTests {
         }
         try await apps.setHalt(appID: "other", provider: "fcm", reason: "credentials")
         #expect(try await pool.query("SELECT fcm_halted_reason, apns_halted_reason FROM apps WHERE id = 'other'").rows == [["credentials", nil]])
-        await #expect(throws: PostgresError.self) { try CredentialsKey(base64: "short") }
+        #expect(throws: PostgresError.self) { try CredentialsKey(base64: "short") }
         await database.tearDown(pool)
     }
 

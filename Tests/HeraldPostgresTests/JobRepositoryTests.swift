@@ -174,7 +174,7 @@ struct JobRepositoryTests {
         let stored = try #require(try await jobs.storedJob(id: "job-urgent"))
         let body = try JSONValue.parse(stored.body)
         #expect(body["id"]?.stringValue == "job-urgent")
-        #expect(stored.state == "received")
+        #expect(stored.state == .received)
         #expect(stored.shardCount == nil)
         #expect(stored.urgent)
         #expect(stored.completedAt == nil)
@@ -183,14 +183,14 @@ struct JobRepositoryTests {
         try await jobs.plan(jobID: "job-urgent", ranges: Self.ranges, audienceEstimate: 10)
         #expect(try await jobs.storedJob(id: "job-urgent")?.shardCount == 3)
 
-        #expect(try await jobs.state(jobID: "job-urgent") == "planned")
+        #expect(try await jobs.state(jobID: "job-urgent") == .planned)
         #expect(try await jobs.state(jobID: "job-unknown") == nil)
-        try await jobs.setState(jobID: "job-urgent", to: "running", from: ["planned"])
-        #expect(try await jobs.state(jobID: "job-urgent") == "running")
+        try await jobs.setState(jobID: "job-urgent", to: .running, from: [.planned])
+        #expect(try await jobs.state(jobID: "job-urgent") == .running)
         // Not from one of the listed states: nothing changes (a cancelled job stays cancelled).
         try await cancel(pool, "job-plain")
-        try await jobs.setState(jobID: "job-plain", to: "running", from: ["received", "planned"])
-        #expect(try await jobs.state(jobID: "job-plain") == "cancelled")
+        try await jobs.setState(jobID: "job-plain", to: .running, from: [.received, .planned])
+        #expect(try await jobs.state(jobID: "job-plain") == .cancelled)
         await database.tearDown(pool)
     }
 
@@ -379,7 +379,7 @@ struct JobRepositoryTests {
         #expect(results.filter { $0 }.count == 1)
         #expect(try await jobs.markCompleted(jobID: "job-done", totals: totals) == false)
         let stored = try #require(try await jobs.storedJob(id: "job-done"))
-        #expect(stored.state == "completed")
+        #expect(stored.state == .completed)
         #expect(stored.completedAt != nil)
         let counts = try await pool.query("SELECT accepted, unregistered, failed, dropped FROM jobs WHERE id = 'job-done'").rows
         #expect(counts == [["12", "3", "1", "4"]])
@@ -388,7 +388,7 @@ struct JobRepositoryTests {
         try await cancel(pool, "job-cancelled")
         #expect(try await jobs.markCompleted(jobID: "job-cancelled", totals: Receipt.Totals(dropped: 5)))
         let cancelled = try #require(try await jobs.storedJob(id: "job-cancelled"))
-        #expect(cancelled.state == "cancelled", "completion does not hide a cancellation")
+        #expect(cancelled.state == .cancelled, "completion does not hide a cancellation")
         #expect(cancelled.completedAt != nil)
         #expect(try await jobs.markCompleted(jobID: "job-unknown", totals: totals) == false)
         await database.tearDown(pool)

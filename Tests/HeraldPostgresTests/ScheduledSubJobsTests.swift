@@ -21,7 +21,7 @@ struct ScheduledSubJobsTests {
         #expect(try await !schedule.schedule(sub("p:tz:0")))
         let rows = try await pool.query("SELECT job_id, lane FROM scheduled_jobs ORDER BY job_id")
         #expect(rows.rows == [["p:tz:0", "campaign"], ["p:tz:1", "urgent"]])
-        #expect(try await jobs.storedJob(id: "p:tz:1")?.state == "received")
+        #expect(try await jobs.storedJob(id: "p:tz:1")?.state == .received)
 
         // Not done while planning is (state received) or a sub-job is not complete.
         #expect(try await schedule.totalsIfSubJobsDone(parentID: "p") == nil)

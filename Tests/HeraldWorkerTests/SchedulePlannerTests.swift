@@ -50,7 +50,7 @@ struct SchedulePlannerTests {
             let job = try Job(json: try JSONValue.parse(document))
             _ = try await JobRepository(pool: pool).insert(id: job.id, appID: job.appID, kind: job.kind.rawValue, body: job.document.serialized(),
                                                            createdAt: job.createdAt, expiresAt: job.expiresAt)
-            try await planner.plan(job, state: "received")
+            try await planner.plan(job, state: .received)
             return job
         }
 
@@ -132,7 +132,7 @@ struct SchedulePlannerTests {
         let kathmandu = try #require(zoneOf.first { $0.value == "Asia/Kathmandu" }?.key)
         #expect(releases.first { Self.ids($0.job).contains(kathmandu) }?.at == Timestamp(rfc3339: "2026-03-08T03:15:00Z"))
         // Planned again (a redelivered job message): nothing new is stored or released.
-        try await harness.planner.plan(job, state: "received")
+        try await harness.planner.plan(job, state: .received)
         #expect(try await pool.query("SELECT count(*) FROM scheduled_jobs").rows == [["0"]])
         await pool.close()
         await database.drop()
@@ -229,13 +229,13 @@ struct SchedulePlannerTests {
         #expect(releases.count == 1)
         #expect(releases.first?.at == Timestamp(rfc3339: "2026-05-01T12:00:01Z"), "rounded up: never before send_after")
         #expect(releases.first?.job.id == "later:sa" && releases.first?.job.audience == .all && releases.first?.job.delivery.sendAfter == nil)
-        #expect(try await JobRepository(pool: pool).storedJob(id: job.id)?.state == "scheduled")
+        #expect(try await JobRepository(pool: pool).storedJob(id: job.id)?.state == .scheduled)
         // The sub-job completes: the parent reports its totals.
         try await JobRepository(pool: pool).markCompleted(jobID: "later:sa", totals: .init(accepted: 5, dropped: 1))
         try await harness.planner.completeParentIfDone("later", appID: "app")
         let completed = harness.receipts.all.filter { $0.stage == .completed }
         #expect(completed.count == 1 && completed.first?.jobID == "later" && completed.first?.totals == .init(accepted: 5, dropped: 1))
-        #expect(try await JobRepository(pool: pool).storedJob(id: job.id)?.state == "completed")
+        #expect(try await JobRepository(pool: pool).storedJob(id: job.id)?.state == .completed)
         await pool.close()
         await database.drop()
     }

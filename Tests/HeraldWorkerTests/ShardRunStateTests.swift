@@ -1,0 +1,269 @@
+import HeraldCore
+import HeraldPostgres
+@testable import HeraldWorker
+import Testing
+
+/// Model-based tests of the shard run's decisions: ``ShardRunState`` itself (the type the
+/// worker runs), driven with random audiences, answers in random order, ticks, checkpoints,
+/// halts, cancellations and crashes that restart from the last saved checkpoint — no
+/// database, broker or socket. Each case is reproducible from its seed.
+@Suite struct ShardRunStateTests {
+    @Test func everySubscriptionEndsWithOneTerminalReceiptAcrossCrashes() throws {
+        var crashes = 0
+        for seed in UInt64(1)...1500 {
+            var world = World(seed: seed)
+            try world.runToTheEnd()
+            crashes += world.crashes
+        }
+        // The cases do crash: the invariants are checked across restarts, not only in one run.
+        #expect(crashes > 500)
+    }
+
+    @Test func aCaseIsReproducibleFromItsSeed() throws {
+        var first = World(seed: 42)
+        try first.runToTheEnd()
+        var second = World(seed: 42)
+        try second.runToTheEnd()
+        // The same receipts; within one checkpoint their order follows a dictionary's.
+        #expect(first.published.map(\.id).sorted() == second.published.map(\.id).sorted())
+        #expect(first.crashes == second.crashes)
+        #expect(first.saved.counts == second.saved.counts)
+    }
+
+    @Test func anAnswerBeyondTheCursorIsCountedOnlyWhenTheCursorPassesIt() throws {
+        var state = ShardRunState(facts: .init(job: try World.job()), counts: ShardCounts())
+        let now = Timestamp(seconds: 1_800_000_000)
+        var sends: [ShardRunState.Send] = []
+        for index in 0..<2 {
+            guard case .send(let send) = state.admit(World.member(index), haltReason: nil, now: now) else { Issue.record("not sent"); return }
+            sends.append(send)
+        }
+        _ = state.answered(sends[1], .accepted(providerID: "b"), verdict: .apply, now: now, random: 0.5)
+        var checkpoint = state.takeCheckpoint(now: now)
+        #expect(checkpoint.cursor == nil && checkpoint.counts.accepted == 0, "the first send is still in flight")
+        #expect(checkpoint.receipts.map(\.subscriptionID) == [World.member(1).id])
+        state.checkpointed(checkpoint)
+        _ = state.answered(sends[0], .accepted(providerID: "a"), verdict: .apply, now: now, random: 0.5)
+        checkpoint = state.takeCheckpoint(now: now)
+        #expect(checkpoint.cursor == World.member(1).id && checkpoint.counts.accepted == 2)
+        #expect(checkpoint.tally[ShardRunTally.Key(provider: "apns", outcome: "accepted", reason: nil)] == 1)
+    }
+
+    @Test func aCredentialFaultHaltsTheProviderAndParksUntilItIsLifted() throws {
+        var state = ShardRunState(facts: .init(job: try World.job()), counts: ShardCounts())
+        let now = Timestamp(seconds: 1_800_000_000)
+        guard case .send(let send) = state.admit(World.member(0), haltReason: nil, now: now) else { Issue.record("not sent"); return }
+        let effects = state.answered(send, .credentialFault(providerReason: "InvalidProviderToken"), verdict: nil, now: now, random: 0)
+        #expect(effects.halt?.provider == .apns && effects.halt?.reason == .credentials)
+        #expect(state.admit(World.member(2), haltReason: "credentials", now: now) == .settled, "parked behind the halt, not sent")
+        #expect(state.parked.count == 2 && state.waiting.isEmpty)
+        let checkpoint = state.takeCheckpoint(now: now)
+        #expect(checkpoint.receipts.map(\.stage) == [.halted], "one halted event per run and provider")
+        #expect(checkpoint.park.allSatisfy { $0.lastReason?.hasPrefix("halted:apns:") == true })
+        state.checkpointed(checkpoint)
+        _ = state.settleParked(verdicts: [:], halts: [:], now: now)
+        #expect(state.dueRetries(now: now).count == 2, "lifted: both are retries due now")
+    }
+}
+
+/// One shard's world: the audience, what the last checkpoint saved, the receipts on the results
+/// topic, the app's halts; runs of ``ShardRunState`` over it until the shard is finished.
+struct World {
+    static let appID = "app"
+    static let providerIDs = ["apns", "fcm"]
+
+    var rng: SplitMix64
+    let audience: [AudienceMember]
+    let window: Int
+    let seed: UInt64
+    var now = Timestamp(seconds: 1_800_000_000)
+    /// What the last checkpoint saved (the shard row and `shard_retries`).
+    var saved = Saved()
+    var invalidated: Set<String> = []
+    var published: [Receipt] = []
+    var halts: [Receipt.Provider: String] = [:]
+    var cancelled = false
+    var crashes = 0
+    private var crashBudget: Int
+
+    struct Saved {
+        var cursor: String?
+        var counts = ShardCounts()
+        var rows: [String: ParkedRetry] = [:]
+    }
+
+    init(seed: UInt64) {
+        self.seed = seed
+        rng = SplitMix64(seed: seed)
+        let size = Int(rng.next() % 60) + 1
+        audience = (0..<size).map { World.member($0, android: $0 % 3 == 0) }
+        window = Int(rng.next() % 8) + 1
+        crashBudget = Int(rng.next() % 4)
+    }
+
+    static func member(_ index: Int, android: Bool = false) -> AudienceMember {
+        let digits = String(index)
+        let id = "00000000-0000-4000-8000-" + String(repeating: "0", count: 12 - digits.count) + digits
+        return AudienceMember(id: id, platform: android ? .android : .ios, token: "token-\(index)", sandbox: false, sdk: true,
+                              language: nil, timeZone: nil, voipToken: nil)
+    }
+
+    static func job() throws -> Job {
+        try Job(json: JSONValue.parse(#"{"schema":"herald.job.v1","id":"job-1","app_id":"app","kind":"notification","#
+            + #""created_at":"2026-12-01T00:00:00Z","audience":{"all":true},"content":{"title":"T","body":"B"}}"#))
+    }
+
+    private mutating func chance(_ percent: UInt64) -> Bool { rng.next() % 100 < percent }
+
+    /// The provider's answer to attempt `attempt` of subscription `id`, as a provider answers
+    /// one token: a few passing failures (429 with Retry-After, 5xx, a credential fault) and
+    /// then its fate — accepted, unregistered or a bad token — whatever the path there, so a
+    /// send repeated after a crash ends as it did before.
+    private func answer(_ id: String, attempt: Int) -> DeliveryOutcome {
+        var token = SplitMix64(seed: seed &* 31 &+ (UInt64(id.suffix(4)) ?? 0) &* 977)
+        let passing = Int(token.next() % 10)  // 8 or 9: retries are exhausted first
+        let fate = token.next() % 100
+        if attempt <= passing {
+            var failure = SplitMix64(seed: token.next() &+ UInt64(attempt))
+            switch failure.next() % 100 {
+            case 0..<45: return .retryable(providerReason: "TooManyRequests", retryAfterSeconds: Int(failure.next() % 30), quotaExceeded: false)
+            case 45..<93: return .retryable(providerReason: "InternalServerError", retryAfterSeconds: nil, quotaExceeded: false)
+            default: return .credentialFault(providerReason: "InvalidProviderToken")
+            }
+        }
+        switch fate {
+        case 0..<80: return .accepted(providerID: "p-\(id.suffix(4))-\(attempt)")
+        case 80..<92: return .unregistered(reason: .unregistered, providerReason: "Unregistered", timestamp: nil)
+        default: return .failed(reason: .badRequest, providerReason: "BadDeviceToken")
+        }
+    }
+
+    private func verdict(_ id: String, attempt: Int) -> InvalidationGuard.Verdict {
+        var hash = SplitMix64(seed: seed &+ 7 &+ (UInt64(id.suffix(4)) ?? 0) &* 1_000 &+ UInt64(attempt))
+        switch hash.next() % 100 {
+        case 0..<70: return .apply
+        case 70..<97: return .undecided
+        default: return .misconfigured
+        }
+    }
+
+    enum End { case finished, halted, crashed }
+
+    mutating func runToTheEnd() throws {
+        for _ in 0..<200 {
+            switch try runOnce() {
+            case .finished:
+                try checkTheEnd()
+                return
+            case .halted:
+                halts = [:]  // `herald jobs resume`
+            case .crashed:
+                crashes += 1
+            }
+        }
+        Issue.record("seed \(seed): the shard never finished")
+    }
+
+    /// One run from the saved checkpoint until the shard finishes, halts or the worker crashes.
+    private mutating func runOnce() throws -> End {
+        var state = ShardRunState(facts: .init(job: try Self.job()), counts: saved.counts)
+        let members = Dictionary(uniqueKeysWithValues: audience.map { ($0.id, $0) })
+        state.restore(saved.rows.values.sorted { $0.subscriptionID < $1.subscriptionID }, members: members, cursor: saved.cursor,
+                      halts: halts, now: now)
+        if cancelled { state.cancel() }
+        // The audience query from the cursor leaves out invalidated subscriptions.
+        var pending = audience.filter { member in saved.cursor.map { member.id > $0 } ?? true }.filter { !invalidated.contains($0.id) }[...]
+        var inFlight: [ShardRunState.Send] = []
+        while true {
+            if crashBudget > 0 && chance(2) {
+                crashBudget -= 1
+                // Half the crashes come in a checkpoint, after its receipts were published.
+                if chance(50) { published += state.takeCheckpoint(now: now).receipts }
+                return .crashed
+            }
+            if !cancelled && chance(1) && rng.next() % 20 == 0 {
+                cancelled = true
+                state.cancel()
+            }
+            if let next = pending.first, inFlight.count < window, chance(60) {
+                pending.removeFirst()
+                let provider = AppDelivery.provider(for: next, kind: .notification)
+                if case .send(let send) = state.admit(next, haltReason: halts[provider], now: now) { inFlight.append(send) }
+            } else if !inFlight.isEmpty, chance(70) {
+                let send = inFlight.remove(at: Int(rng.next() % UInt64(inFlight.count)))
+                let outcome = answer(send.member.id, attempt: send.attempts)
+                var verdict: InvalidationGuard.Verdict?
+                if case .unregistered = outcome { verdict = self.verdict(send.member.id, attempt: send.attempts) }
+                let effects = state.answered(send, outcome, verdict: verdict, now: now, random: Double(rng.next() % 1000) / 1000)
+                if let halt = effects.halt, halts[halt.provider] == nil {
+                    halts[halt.provider] = halt.reason.rawValue
+                    state.haltToRecord(halt.provider, reason: halt.reason.rawValue)
+                }
+            } else {
+                // A tick: time passes, halts may be lifted elsewhere, parked ones settle and
+                // retries due go out.
+                now = Timestamp(seconds: now.seconds + Int64(rng.next() % 3))
+                if pending.isEmpty && inFlight.isEmpty, let due = state.waiting.filter({ $0.kind == .retry }).map(\.due).min(), due > now {
+                    now = Timestamp(seconds: due.seconds + 1)
+                }
+                if !halts.isEmpty && chance(3) { halts = [:] }
+                let final = pending.isEmpty && inFlight.isEmpty
+                let made = state.settleParked(verdicts: [.apns: final ? .apply : .undecided, .fcm: final ? .apply : .undecided], halts: halts, now: now)
+                for halt in made where halts[halt.provider] == nil { halts[halt.provider] = halt.reason.rawValue }
+                for entry in state.dueRetries(now: now) where inFlight.count < window {
+                    let provider = AppDelivery.provider(for: entry.member, kind: .notification)
+                    if case .send(let send) = state.admitRetry(entry.member.id, haltReason: halts[provider], now: now) { inFlight.append(send) }
+                }
+                if final && inFlight.isEmpty && state.waiting.isEmpty {
+                    try save(&state)
+                    return state.parked.isEmpty ? .finished : .halted
+                }
+            }
+            if state.checkpointDue(since: .seconds(Int64(rng.next() % 2)), every: 5, interval: .seconds(1)) { try save(&state) }
+        }
+    }
+
+    /// A checkpoint saved whole, as `JobRepository.checkpoint` saves it.
+    private mutating func save(_ state: inout ShardRunState) throws {
+        let checkpoint = state.takeCheckpoint(now: now)
+        published += checkpoint.receipts
+        // A run that has not passed a subscription yet saves no cursor: the saved one stays
+        // (`COALESCE` in `JobRepository.checkpoint`).
+        if let cursor = checkpoint.cursor {
+            if let previous = saved.cursor { #expect(cursor >= previous, "seed \(seed): the cursor went back") }
+            saved.cursor = cursor
+        }
+        saved.counts = checkpoint.counts
+        for id in checkpoint.resolved { saved.rows.removeValue(forKey: id) }
+        for var row in checkpoint.park {
+            row.firstAttemptAt = saved.rows[row.subscriptionID]?.firstAttemptAt ?? now
+            saved.rows[row.subscriptionID] = row
+        }
+        invalidated.formUnion(checkpoint.invalidations.map(\.subscriptionID))
+        state.checkpointed(checkpoint)
+    }
+
+    /// Each subscription has one terminal receipt (copies repeated after a crash share its id),
+    /// the counts add up to the audience, and nothing is left parked.
+    private func checkTheEnd() throws {
+        var stages: [String: Set<Receipt.Stage>] = [:]
+        for receipt in published where receipt.stage.isTerminal {
+            stages[receipt.subscriptionID ?? "", default: []].insert(receipt.stage)
+        }
+        for member in audience {
+            var seen = stages[member.id] ?? []
+            // A cancellation after a crash drops what the crashed run had already answered.
+            if cancelled && seen.count > 1 { seen.remove(.dropped) }
+            #expect(seen.count == 1, "seed \(seed): \(member.id) ended with \(seen)")
+        }
+        #expect(stages.count == audience.count, "seed \(seed): receipts for subscriptions outside the audience")
+        let counts = saved.counts
+        #expect(counts.accepted + counts.unregistered + counts.failed + counts.dropped == Int64(audience.count),
+                "seed \(seed): counts \(counts) for an audience of \(audience.count)")
+        if !cancelled {
+            let accepted = stages.values.filter { $0 == [.accepted] }.count
+            #expect(counts.accepted == Int64(accepted), "seed \(seed): accepted \(counts.accepted) against \(accepted) receipts")
+        }
+        #expect(saved.rows.isEmpty, "seed \(seed): \(saved.rows.count) parked rows left")
+    }
+}
