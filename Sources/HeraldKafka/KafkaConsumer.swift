@@ -132,8 +132,8 @@ public final class KafkaConsumer: Sendable {
     }
 
     /// Subscribes to `topics` (replacing any earlier subscription). Partitions arrive with the
-    /// group's first rebalance. (`rd_kafka_subscribe` only hands the request to librdkafka's
-    /// own thread; it does not wait for the network.)
+    /// group's first rebalance. (librdkafka's subscribe only hands the request to its own
+    /// thread; it does not wait for the network.)
     public func subscribe(topics: [String]) throws(KafkaError) {
         try runtime.subscribe(topics)
     }

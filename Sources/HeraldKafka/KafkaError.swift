@@ -49,7 +49,7 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
     public let code: Code
     /// What happened, for people.
     public let message: String
-    /// librdkafka's `rd_kafka_resp_err_t`, when it gave one.
+    /// librdkafka's numeric error code, when it gave one.
     public let rdkafkaCode: Int32?
     /// Whether trying again may succeed (librdkafka's own retriable flag, or a transient kind).
     public let isRetryable: Bool

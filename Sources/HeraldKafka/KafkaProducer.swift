@@ -1,4 +1,3 @@
-internal import CRdKafka
 import Dispatch
 import Foundation
 import HeraldCore
@@ -10,7 +9,7 @@ import Synchronization
 /// cooperative threads. Each message carries a retained box as its opaque, and the
 /// delivery-report callback resumes the waiting `send` (or fills in its batch) from it.
 public final class KafkaProducer: Sendable {
-    private let handle: RDKafkaClient
+    private let client: RDKafkaProducer
     private let stopped: StopFlag
     /// Batches wait here for room when librdkafka's queue is full (that wait blocks).
     private let enqueueQueue = DispatchQueue(label: "herald.kafka.producer.enqueue")
@@ -36,29 +35,17 @@ public final class KafkaProducer: Sendable {
         for (name, value) in KafkaProducer.defaultProperties where configuration.properties[name] == nil {
             configuration.properties[name] = value
         }
-        let conf = try configuration.makeHandle()
-        maximumMessageBytes = KafkaConfiguration.value(of: "message.max.bytes", in: conf).flatMap { Int($0) } ?? 1_000_000
-        rd_kafka_conf_set_dr_msg_cb(conf) { _, message, _ in
-            guard let message, let opaque = message.pointee._private else { return }
-            let box = Unmanaged<DeliveryBox>.fromOpaque(opaque).takeRetainedValue()
-            let error = message.pointee.err
-            if error == RD_KAFKA_RESP_ERR_NO_ERROR {
-                let topic = String(cString: rd_kafka_topic_name(message.pointee.rkt))
-                box.complete(.success(KafkaDeliveryReport(topic: topic, partition: message.pointee.partition, offset: message.pointee.offset)))
-            } else {
-                box.complete(.failure(KafkaError(.delivery, rdkafkaErrorText(error), rdkafkaCode: error.rawValue)))
-            }
-        }
-        handle = try RDKafkaClient(type: RD_KAFKA_PRODUCER, conf: conf)
+        let client = try RDKafkaProducer(configuration: configuration)
+        self.client = client
+        maximumMessageBytes = client.maximumMessageBytes ?? 1_000_000
         let stopped = StopFlag()
         self.stopped = stopped
-        let client = handle
         let iterations = self.pollCounter
         let room = self.room
         let poller = Thread {
             while !stopped.isSet {
                 iterations.tick()
-                if rd_kafka_poll(client.pointer, 100) > 0 { room.signal() }
+                if client.poll(timeoutMilliseconds: 100) > 0 { room.signal() }
             }
             room.signal()
         }
@@ -69,18 +56,12 @@ public final class KafkaProducer: Sendable {
     /// librdkafka's fatal error, once one was raised (with idempotence on: a gap or a fencing
     /// the producer cannot repair): from then on it sends nothing, so the process must stop
     /// with an error and be restarted. Nil while all is well.
-    public var fatalError: KafkaError? {
-        var text = [CChar](repeating: 0, count: 512)
-        let code = rd_kafka_fatal_error(handle.pointer, &text, text.count)
-        guard code != RD_KAFKA_RESP_ERR_NO_ERROR else { return nil }
-        return KafkaError(.fatal, "\(rdkafkaErrorText(code)): \(String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))",
-                          rdkafkaCode: code.rawValue)
-    }
+    public var fatalError: KafkaError? { client.fatalError }
 
-    /// Raises a fatal error in librdkafka as a broker would (`rd_kafka_test_fatal_error`), so
-    /// tests can see what a worker does then.
+    /// Raises a fatal error in librdkafka as a broker would (a sequence gap), so tests can see
+    /// what a worker does then.
     public func raiseFatalErrorForTesting(_ reason: String) {
-        _ = rd_kafka_test_fatal_error(handle.pointer, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason)
+        client.raiseFatalErrorForTesting(reason)
     }
 
     /// Sends one message and returns when the broker has acknowledged it.
@@ -146,12 +127,7 @@ public final class KafkaProducer: Sendable {
         let topics = Set(messages.map(\.topic))
         let unknown = knownTopics.withLock { known in topics.subtracting(known) }
         for topic in unknown where !topic.isEmpty && !topic.utf8.contains(0) {
-            guard let handle = rd_kafka_topic_new(self.handle.pointer, topic, nil) else { continue }
-            var metadata: UnsafePointer<rd_kafka_metadata>?
-            if rd_kafka_metadata(self.handle.pointer, 0, handle, &metadata, 5_000) == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata {
-                rd_kafka_metadata_destroy(metadata)
-            }
-            rd_kafka_topic_destroy(handle)
+            guard client.fetchMetadata(of: topic, timeoutMilliseconds: 5_000) else { continue }
             _ = knownTopics.withLock { $0.insert(topic) }
         }
     }
@@ -161,26 +137,16 @@ public final class KafkaProducer: Sendable {
     private func enqueue(_ message: KafkaProducerMessage, box: DeliveryBox, waitWhenFull: Bool) -> KafkaError? {
         if let problem = KafkaProducer.validate(message, maximumBytes: maximumMessageBytes) { return problem }
         while true {
-            let headers = KafkaProducer.makeHeaders(message.headers)
-            let opaque = Unmanaged.passRetained(box).toOpaque()
-            let error = KafkaProducer.produce(handle.pointer, message, headers: headers, opaque: opaque)
-            guard let error else { return nil }
-            Unmanaged<DeliveryBox>.fromOpaque(opaque).release()
-            // On failure the headers stay ours.
-            if let headers { rd_kafka_headers_destroy(headers) }
-            let code = rd_kafka_error_code(error)
-            let text = String(cString: rd_kafka_error_string(error))
-            let retriable = rd_kafka_error_is_retriable(error) != 0
-            rd_kafka_error_destroy(error)
-            if code == RD_KAFKA_RESP_ERR__QUEUE_FULL && waitWhenFull && !stopped.isSet {
+            switch client.produce(message, box: box) {
+            case nil:
+                return nil
+            case .queueFull(let error)?:
+                guard waitWhenFull && !stopped.isSet else { return error }
                 // The poll thread drains delivery reports meanwhile; wait until it has served some.
                 room.wait(atMost: .milliseconds(100))
-                continue
+            case .refused(let error)?:
+                return error
             }
-            if code == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE {
-                return KafkaError(.messageTooLarge, text, rdkafkaCode: code.rawValue)
-            }
-            return KafkaError(.produce, text, rdkafkaCode: code.rawValue, isRetryable: retriable || code == RD_KAFKA_RESP_ERR__QUEUE_FULL)
         }
     }
 
@@ -200,113 +166,26 @@ public final class KafkaProducer: Sendable {
         return nil
     }
 
-    private static func makeHeaders(_ headers: [KafkaHeader]) -> OpaquePointer? {
-        guard !headers.isEmpty, let list = rd_kafka_headers_new(headers.count) else { return nil }
-        for header in headers {
-            let name = Array(header.name.utf8)
-            if let value = header.value {
-                value.withUnsafeBytes { bytes in
-                    name.withUnsafeBufferPointer { nameBytes in
-                        nameBytes.withMemoryRebound(to: CChar.self) { namePointer in
-                            _ = rd_kafka_header_add(list, namePointer.baseAddress, namePointer.count, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), bytes.count)
-                        }
-                    }
-                }
-            } else {
-                name.withUnsafeBufferPointer { nameBytes in
-                    nameBytes.withMemoryRebound(to: CChar.self) { namePointer in
-                        _ = rd_kafka_header_add(list, namePointer.baseAddress, namePointer.count, nil, 0)
-                    }
-                }
-            }
-        }
-        return list
-    }
-
-    private static func produce(_ client: OpaquePointer, _ message: KafkaProducerMessage, headers: OpaquePointer?, opaque: UnsafeMutableRawPointer) -> OpaquePointer? {
-        let partition = message.partition ?? herald_rdkafka_partition_ua()
-        // A null value is a tombstone; an empty one must still point somewhere so librdkafka
-        // sends a zero-length value rather than a null.
-        var placeholder: UInt8 = 0
-        return withUnsafeMutablePointer(to: &placeholder) { placeholderPointer in
-            withOptionalBytes(message.key) { keyPointer, keyCount in
-                withOptionalBytes(message.value) { valuePointer, valueCount in
-                    let value = message.value == nil ? nil : (valuePointer ?? UnsafeRawPointer(placeholderPointer))
-                    return herald_rdkafka_produce(client, message.topic, partition, keyPointer, keyCount, value, valueCount, headers, opaque)
-                }
-            }
-        }
-    }
-
     /// Waits up to `timeoutMilliseconds` for every queued message to be acknowledged; returns
     /// whether the queue drained. The wait runs on a thread of its own.
     public func flush(timeoutMilliseconds: Int32 = 10_000) async -> Bool {
-        let client = handle
+        let client = self.client
         return await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(returning: rd_kafka_flush(client.pointer, timeoutMilliseconds) == RD_KAFKA_RESP_ERR_NO_ERROR)
+                continuation.resume(returning: client.flush(timeoutMilliseconds: timeoutMilliseconds))
             }
         }
     }
 
     /// Messages queued in librdkafka and not yet acknowledged or failed.
-    public var queuedCount: Int { Int(rd_kafka_outq_len(handle.pointer)) }
+    public var queuedCount: Int { client.queuedCount }
 
     deinit {
         // Whatever is still queued fails its sends with a delivery error when the handle goes;
         // callers that care call `flush` first.
-        _ = rd_kafka_flush(handle.pointer, 2_000)
+        _ = client.flush(timeoutMilliseconds: 2_000)
         stopped.set()
-        // The poll thread holds its own reference to `handle`, so the handle outlives it.
-    }
-}
-
-private func withOptionalBytes<R>(_ bytes: [UInt8]?, _ body: (UnsafeRawPointer?, Int) -> R) -> R {
-    guard let bytes else { return body(nil, 0) }
-    return bytes.withUnsafeBytes { body($0.baseAddress, $0.count) }
-}
-
-/// Where one message's delivery report goes.
-private final class DeliveryBox: Sendable {
-    enum Target: Sendable {
-        case single(CheckedContinuation<Result<KafkaDeliveryReport, KafkaError>, Never>)
-        case batch(DeliveryBatch, Int)
-    }
-    let target: Target
-    init(target: Target) { self.target = target }
-
-    func complete(_ result: Result<KafkaDeliveryReport, KafkaError>) {
-        switch target {
-        case .single(let continuation): continuation.resume(returning: result)
-        case .batch(let batch, let index): batch.complete(index, result)
-        }
-    }
-}
-
-/// The results of a `sendAll`, resumed when the last message is reported.
-private final class DeliveryBatch: Sendable {
-    private struct State {
-        var results: [Result<KafkaDeliveryReport, KafkaError>?]
-        var remaining: Int
-        var continuation: CheckedContinuation<[Result<KafkaDeliveryReport, KafkaError>], Never>?
-    }
-    private let state: Mutex<State>
-
-    init(count: Int, continuation: CheckedContinuation<[Result<KafkaDeliveryReport, KafkaError>], Never>) {
-        state = Mutex(State(results: Array(repeating: nil, count: count), remaining: count, continuation: continuation))
-    }
-
-    func complete(_ index: Int, _ result: Result<KafkaDeliveryReport, KafkaError>) {
-        let finished: (CheckedContinuation<[Result<KafkaDeliveryReport, KafkaError>], Never>, [Result<KafkaDeliveryReport, KafkaError>])? = state.withLock { state in
-            guard state.results[index] == nil else { return nil }
-            state.results[index] = result
-            state.remaining -= 1
-            guard state.remaining == 0, let continuation = state.continuation else { return nil }
-            state.continuation = nil
-            let results = state.results.map { $0 ?? .failure(KafkaError(.delivery, "no delivery report")) }
-            return (continuation, results)
-        }
-        if let (continuation, results) = finished { continuation.resume(returning: results) }
+        // The poll thread holds its own reference to `client`, so the handle outlives it.
     }
 }
 
@@ -315,28 +194,6 @@ final class StopFlag: Sendable {
     private let flag = Atomic<Bool>(false)
     var isSet: Bool { flag.load(ordering: .acquiring) }
     func set() { flag.store(true, ordering: .releasing) }
-}
-
-/// Wakes a thread waiting for room in librdkafka's queue once the poll thread has served
-/// delivery reports. A signal nobody waits for is dropped, so a wait never returns early on a
-/// stale one by more than one turn.
-final class RoomSignal: Sendable {
-    private let waiting = Atomic<Bool>(false)
-    private let semaphore = DispatchSemaphore(value: 0)
-
-    func signal() {
-        if waiting.exchange(false, ordering: .acquiringAndReleasing) { semaphore.signal() }
-    }
-
-    /// Waits for the next signal, or for `limit`.
-    func wait(atMost limit: Duration) {
-        waiting.store(true, ordering: .releasing)
-        if semaphore.wait(timeout: .now() + .nanoseconds(Int(clamping: limit.nanoseconds))) == .timedOut,
-           !waiting.exchange(false, ordering: .acquiringAndReleasing) {
-            // A signal raced the timeout: take it, so the next wait does not end on it.
-            semaphore.wait()
-        }
-    }
 }
 
 /// Turns of a poll thread, read from other threads.

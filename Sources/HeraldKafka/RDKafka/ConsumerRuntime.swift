@@ -4,12 +4,6 @@ import Foundation
 import HeraldCore
 import Synchronization
 
-/// Points librdkafka's rebalance callback at the runtime. `@unchecked Sendable`: `runtime` is
-/// set once, before the poll thread starts, and only the poll thread reads it afterwards.
-final class RebalanceContext: @unchecked Sendable {
-    weak var runtime: ConsumerRuntime?
-}
-
 /// The driver of a ``KafkaConsumer``: one thread that performs what ``ConsumerStateMachine``
 /// decides against librdkafka, and the application's waiting tasks. The machine and the
 /// waiters share one mutex; the poll thread never holds it across a librdkafka call.
@@ -41,26 +35,10 @@ final class ConsumerRuntime: Sendable {
     private let progress = DispatchSemaphore(value: 0)
 
     init(configuration: KafkaConfiguration, options: KafkaConsumerOptions) throws(KafkaError) {
-        let conf = try configuration.makeHandle()
+        let conf = try RDKafkaConfiguration(configuration)
         let context = RebalanceContext()
-        rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(context).toOpaque())
-        rd_kafka_conf_set_rebalance_cb(conf) { handle, error, partitions, opaque in
-            guard let opaque, let handle else { return }
-            let context = Unmanaged<RebalanceContext>.fromOpaque(opaque).takeUnretainedValue()
-            if let runtime = context.runtime {
-                runtime.rebalance(error, partitions)
-            } else {
-                // No runtime (being torn down): release everything so librdkafka can go on.
-                if String(cString: rd_kafka_rebalance_protocol(handle)) == "COOPERATIVE" {
-                    if error == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS, let failure = rd_kafka_incremental_unassign(handle, partitions) {
-                        rd_kafka_error_destroy(failure)
-                    }
-                } else {
-                    _ = rd_kafka_assign(handle, nil)
-                }
-            }
-        }
-        client = try RDKafkaClient(type: RD_KAFKA_CONSUMER, conf: conf, callbackContext: context)
+        context.install(in: conf)
+        client = try RDKafkaClient(.consumer, configuration: conf, callbackContext: context)
         rd_kafka_poll_set_consumer(client.pointer)
         guard let queue = rd_kafka_queue_get_consumer(client.pointer) else {
             throw KafkaError(.clientCreation, "no consumer queue")
@@ -335,7 +313,7 @@ final class ConsumerRuntime: Sendable {
 
     /// librdkafka's rebalance callback, on the poll thread (inside `rd_kafka_consumer_poll` or
     /// `rd_kafka_consumer_close`).
-    fileprivate func rebalance(_ error: rd_kafka_resp_err_t, _ list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?) {
+    func rebalance(_ error: rd_kafka_resp_err_t, _ list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?) {
         let partitions = list.map { PartitionList.entries(of: $0).map(\.0) } ?? []
         let cooperative = String(cString: rd_kafka_rebalance_protocol(client.pointer)) == "COOPERATIVE"
         switch error {

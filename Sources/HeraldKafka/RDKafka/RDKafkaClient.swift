@@ -9,14 +9,22 @@ final class RDKafkaClient: @unchecked Sendable {
     /// An object librdkafka callbacks point at (as their opaque), kept alive until the handle is destroyed.
     private let callbackContext: AnyObject?
 
-    /// Creates the client; takes ownership of `conf` on success and destroys it on failure.
-    init(type: rd_kafka_type_t, conf: OpaquePointer, callbackContext: AnyObject? = nil) throws(KafkaError) {
+    /// Which kind of client librdkafka makes.
+    enum Kind {
+        /// A producer (also the handle for the Admin API and the mock cluster).
+        case producer
+        /// A consumer-group member.
+        case consumer
+    }
+
+    /// Creates the client, which takes `configuration` over (it stays the caller's on failure).
+    init(_ kind: Kind, configuration: RDKafkaConfiguration, callbackContext: AnyObject? = nil) throws(KafkaError) {
         var errorText = [CChar](repeating: 0, count: 512)
-        guard let client = rd_kafka_new(type, conf, &errorText, errorText.count) else {
-            rd_kafka_conf_destroy(conf)
-            let reason = String(decoding: errorText.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            throw KafkaError(.clientCreation, reason)
+        let type = kind == .producer ? RD_KAFKA_PRODUCER : RD_KAFKA_CONSUMER
+        guard let client = rd_kafka_new(type, configuration.pointer, &errorText, errorText.count) else {
+            throw KafkaError(.clientCreation, rdkafkaString(errorText))
         }
+        configuration.markTaken()
         pointer = client
         self.callbackContext = callbackContext
     }
