@@ -316,7 +316,7 @@ final class HTTP2ClientConnection: HTTP2Transport {
                 continue
             }
             // The server may have processed these: the caller decides whether to send again.
-            if case .goaway = error.code {
+            if error.code.isGoaway {
                 request.finish(.failure(HTTP2Error(.goaway(retryable: false), "the connection closed after GOAWAY with the request in flight")))
             } else {
                 request.finish(.failure(HTTP2Error(.connectionLost, "the connection closed with the request in flight (stream \(streamID)\(goawayNote)): \(error.message)")))
