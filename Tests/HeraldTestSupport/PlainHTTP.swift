@@ -7,6 +7,9 @@ public enum PlainHTTP {
     /// A raw answer and the parts a test looks at.
     public struct Answer: Sendable {
         public var bytes: [UInt8]
+        /// True when the server closed the connection (EOF); false when the read gave up (the
+        /// client's timeout or a reset).
+        public var closedByPeer: Bool = true
         public var text: String { String(decoding: bytes, as: UTF8.self) }
         public var status: Int? {
             let line = text.prefix { $0 != "\r" && $0 != "\n" }.split(separator: " ")
@@ -66,11 +69,13 @@ public enum PlainHTTP {
         }
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
+        var closedByPeer = false
         while true {
             let count = recv(fd, &buffer, buffer.count, 0)
+            if count == 0 { closedByPeer = true }
             if count <= 0 { break }
             received += buffer[0..<count]
         }
-        return Answer(bytes: received)
+        return Answer(bytes: received, closedByPeer: closedByPeer)
     }
 }
