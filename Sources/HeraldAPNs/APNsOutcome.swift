@@ -1,7 +1,7 @@
 public import HeraldCore
 public import HeraldHTTP2
 
-/// What one APNs send came to (DESIGN §4 error classes; `shared/reference/protocols.md` §A3).
+/// What one APNs send came to (docs/ARCHITECTURE.md; `shared/reference/protocols.md` §A3).
 public enum APNsOutcome: Sendable, Equatable {
     /// 200: APNs took it; `apnsID` is the receipt's `provider_id`.
     case accepted(apnsID: String)

@@ -32,7 +32,7 @@ public enum APNsPushType: String, Sendable, CaseIterable {
 }
 
 /// `apns-collapse-id` for a job: the job's own collapse id when it set one, else one derived from
-/// the job id, so a duplicate delivery of the same job replaces itself on the device (DESIGN §4).
+/// the job id, so a duplicate delivery of the same job replaces itself on the device (docs/ARCHITECTURE.md).
 public enum APNsCollapseID {
     /// APNs's limit for the header value, in bytes.
     public static let maxBytes = 64

@@ -1,4 +1,4 @@
-/// APNs payload rendering (DESIGN §3, §5; `schemas/payloads.md` iOS): pure functions from a job's
+/// APNs payload rendering (schemas/; `schemas/payloads.md` iOS): pure functions from a job's
 /// content to the exact bytes a device receives, with the 4096-byte (5120 VoIP) limit enforced by
 /// shortening the body at a character boundary.
 public enum APNsPayload {
@@ -179,7 +179,7 @@ public enum APNsPayload {
     }
 
     /// Renders a `live_activity` job; `timestamp` is the update's time in seconds, which the
-    /// caller keeps from going backwards for an activity (DESIGN §4). Beside `aps`, Herald's
+    /// caller keeps from going backwards for an activity (docs/ARCHITECTURE.md). Beside `aps`, Herald's
     /// dialect sends `herald.id`, OpenPush's `op_message_id`; plain and Pushbib devices get `aps`
     /// only (ActivityKit reads nothing else). OpenPush cannot take a `start` (its attribute block
     /// is not known).

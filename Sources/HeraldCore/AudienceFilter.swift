@@ -4,7 +4,7 @@ public enum Platform: String, Sendable, CaseIterable, Hashable {
     case android
 }
 
-/// A job's audience filter: a tree of predicates over subscriptions (DESIGN §3).
+/// A job's audience filter: a tree of predicates over subscriptions (schemas/).
 ///
 /// Filter nodes are strict where the rest of a job is lenient: a node with a key Herald does not
 /// know is refused rather than ignored, because ignoring a predicate a newer producer meant

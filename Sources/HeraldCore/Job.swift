@@ -1,4 +1,4 @@
-/// A send job (`herald.job.v1`), as the upstream API produces it to `herald.jobs` (DESIGN §3).
+/// A send job (`herald.job.v1`), as the upstream API produces it to `herald.jobs` (schemas/).
 ///
 /// Decoding validates everything a worker relies on and reports the first problem with its JSON
 /// path. Members Herald does not know are ignored, so a newer producer does not break an older
@@ -292,7 +292,7 @@ public struct NotificationContent: Sendable {
     }
 }
 
-/// What a `live_activity` job carries (DESIGN §3, §4).
+/// What a `live_activity` job carries (schemas/ and docs/ARCHITECTURE.md).
 public struct LiveActivityUpdate: Sendable {
     /// The largest sequence number (2^53 − 1, exact in every JSON reader).
     public static let maxSequence: Int64 = 9_007_199_254_740_991
@@ -324,7 +324,7 @@ public struct LiveActivityUpdate: Sendable {
     /// APNs priority: 5 or 10 (default 5 for updates, 10 for start and end).
     public var priority: Int
     /// The `aps.timestamp` to send, in seconds: not part of the job document; the worker sets it
-    /// from the activity's numbering mark so it never goes backwards (DESIGN §4). Nil: the send time.
+    /// from the activity's numbering mark so it never goes backwards (docs/ARCHITECTURE.md). Nil: the send time.
     public var timestamp: Int64?
 
     init(_ reader: JSONObjectReader) throws(ValidationError) {

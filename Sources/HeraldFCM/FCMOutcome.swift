@@ -1,7 +1,7 @@
 public import HeraldCore
 public import HeraldHTTP2
 
-/// What one FCM send came to (DESIGN §4 error classes; `shared/reference/protocols.md` §B3).
+/// What one FCM send came to (docs/ARCHITECTURE.md; `shared/reference/protocols.md` §B3).
 public enum FCMOutcome: Sendable, Equatable {
     /// 200: FCM took it; `name` (`projects/…/messages/…`) is the receipt's `provider_id`.
     case accepted(name: String)

@@ -10,7 +10,7 @@ public struct FCMServiceAccount: Sendable, Equatable {
     /// The RSA private key, PEM (PKCS#8). Never logged.
     public var privateKeyPEM: String
     public var clientEmail: String
-    /// Where access tokens are requested, and the JWT assertion's `aud` (DESIGN §5).
+    /// Where access tokens are requested, and the JWT assertion's `aud` (docs/ARCHITECTURE.md).
     public var tokenURI: String
 
     /// Google's token endpoint, used when the file has no `token_uri`.

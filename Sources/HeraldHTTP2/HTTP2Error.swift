@@ -1,4 +1,4 @@
-/// A transport failure, typed so callers can decide to retry (DESIGN §4: 429, 5xx, connection
+/// A transport failure, typed so callers can decide to retry (docs/ARCHITECTURE.md: 429, 5xx, connection
 /// loss, GOAWAY and REFUSED_STREAM are retryable; the rest are not).
 public struct HTTP2Error: Error, Sendable, CustomStringConvertible, Equatable {
     /// What went wrong.

@@ -3,7 +3,7 @@ import HeraldCore
 import Synchronization
 
 /// librdkafka properties for a client, with Herald's defaults and the `HERALD_KAFKA_PROPERTY_*`
-/// pass-through (DESIGN §6), so SASL/TLS to a managed cluster needs no code.
+/// pass-through (docs/operations.md), so SASL/TLS to a managed cluster needs no code.
 public struct KafkaConfiguration: Sendable {
     /// librdkafka properties, by their dotted names.
     public var properties: [String: String]
@@ -53,7 +53,7 @@ public enum KafkaLogOutput {
     static var usesStandardOutput: Bool { standardOutput.load(ordering: .relaxed) }
 
     /// Writes one of librdkafka's own log lines as a JSON line, like the rest of Herald's logs
-    /// (DESIGN §6), instead of its `%4|…` format. librdkafka only logs what its `log_level`
+    /// (docs/operations.md), instead of its `%4|…` format. librdkafka only logs what its `log_level`
     /// allows (warnings and worse by default). Runs on librdkafka's threads.
     static func write(level: Int32, facility: String, message: String) {
         let severity: String

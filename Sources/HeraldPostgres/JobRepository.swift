@@ -68,7 +68,7 @@ public struct ParkedRetry: Sendable, Equatable {
 
 /// `jobs`, `job_shards` and `shard_retries`: idempotent job intake, shard leases and checkpoints.
 public struct JobRepository: Sendable {
-    /// How long a claim lasts unless renewed by a checkpoint (DESIGN §4).
+    /// How long a claim lasts unless renewed by a checkpoint (docs/ARCHITECTURE.md).
     public static let defaultLease: Duration = .seconds(30)
 
     private let pool: PostgresPool

@@ -10,7 +10,7 @@ public enum LiveActivityMark: Sendable, Equatable {
     case ended
 }
 
-/// `live_activities` and its token tables: the per-activity numbering mark (DESIGN §4), the
+/// `live_activities` and its token tables: the per-activity numbering mark (docs/ARCHITECTURE.md), the
 /// subscriptions attached to an activity, and push-to-start tokens.
 public struct LiveActivityRepository: Sendable {
     private let pool: PostgresPool

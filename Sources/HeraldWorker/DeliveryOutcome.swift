@@ -3,7 +3,7 @@ public import HeraldCore
 public import HeraldFCM
 
 /// What one send came to, the same for both providers, so the shard runner has one set of rules
-/// (DESIGN §4 error classes) instead of one copy per provider.
+/// (docs/ARCHITECTURE.md) instead of one copy per provider.
 public enum DeliveryOutcome: Sendable, Equatable {
     /// The provider took it; `providerID` is the apns-id or the FCM message name.
     case accepted(providerID: String)

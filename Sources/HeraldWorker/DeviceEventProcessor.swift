@@ -2,7 +2,7 @@ import HeraldCore
 import HeraldKafka
 import HeraldPostgres
 
-/// Consumes `herald.device-events` (DESIGN §1): validates each event (bad ones are dead-lettered),
+/// Consumes `herald.device-events` (docs/ARCHITECTURE.md): validates each event (bad ones are dead-lettered),
 /// checks that its app owns the job and the subscription it names, forwards the first sighting
 /// of each (type, job, subscription, action) to `herald.results`, and counts it on the job.
 ///

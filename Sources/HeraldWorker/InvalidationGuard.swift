@@ -1,6 +1,6 @@
 import Synchronization
 
-/// Decides whether "this token is unregistered" answers may be acted on (DESIGN §4, suspected
+/// Decides whether "this token is unregistered" answers may be acted on (docs/ARCHITECTURE.md, suspected
 /// misconfiguration). A wrong bundle id, environment or Firebase project makes every token look
 /// invalid; invalidating on those answers would wipe out the app's device list. So the answers
 /// about tokens are watched per app and provider over a window (the first `window` answers,
@@ -33,7 +33,7 @@ struct InvalidationGuard: Sendable, Equatable {
     private var invalidInWindow = 0
     private(set) var tripped = false
 
-    /// A guard with the DESIGN §4 defaults.
+    /// A guard with the defaults.
     init(window: Int = 200, threshold: Double = 0.2, smallSampleMinimumInvalid: Int = 10) {
         self.window = max(1, window)
         self.threshold = min(max(threshold, 0), 1)

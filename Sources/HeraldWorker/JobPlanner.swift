@@ -2,7 +2,7 @@ import HeraldCore
 import HeraldKafka
 import HeraldPostgres
 
-/// Takes send jobs off `herald.jobs` (DESIGN §1): validates them (a malformed job becomes a dead
+/// Takes send jobs off `herald.jobs` (docs/ARCHITECTURE.md): validates them (a malformed job becomes a dead
 /// letter, never a crash or an endless retry), records them once by id (a replay never fans out
 /// twice), and plans them: a small explicit audience runs here at once as one shard; anything
 /// else is split into shards of `shardSize` published to `herald.shards`.

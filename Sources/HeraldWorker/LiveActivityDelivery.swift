@@ -148,7 +148,7 @@ struct ShardPages {
     }
 }
 
-/// Runs `live_activity` jobs (issue 9, DESIGN §4) from the jobs lane, which hands one
+/// Runs `live_activity` jobs (issue 9, docs/ARCHITECTURE.md) from the jobs lane, which hands one
 /// activity's jobs over one after another (Kafka key `app_id/activity_id`): the numbering check
 /// and mark move in one atomic statement, its verdict is recorded on the job (a rerun after a
 /// crash keeps it), then the job runs at once as one shard over the activity's tokens, through

@@ -2,7 +2,7 @@ import HeraldCore
 import HeraldKafka
 
 /// Publishes a `herald.metrics.v1` report to the metrics topic every `interval` (default 10 s,
-/// DESIGN §1): what happened in the window since the previous report (so summing a worker's
+/// docs/ARCHITECTURE.md): what happened in the window since the previous report (so summing a worker's
 /// reports gives its totals), plus the gauges as they are now. Keyed by worker id.
 struct MetricsPublisher: Sendable {
     let metrics: WorkerMetrics

@@ -2,7 +2,7 @@ import HeraldCore
 import HeraldCrypto
 import HeraldKafka
 
-/// Dead letters for every lane of the worker (DESIGN §3, `herald.dead-letter.v1`).
+/// Dead letters for every lane of the worker (schemas/, `herald.dead-letter.v1`).
 enum PipelineDeadLetters {
     /// Parks `message` on the dead-letter topic with its cause, and publishes `receipts` with it
     /// (a job's `rejected` event); true once Kafka has acknowledged them all, false only when

@@ -53,7 +53,7 @@ final class ReceiptPublisher: Sendable {
     }
 
     /// Publishes receipts, one JSON object per message: device receipts keyed by subscription
-    /// id, job-level events by job id (DESIGN §1).
+    /// id, job-level events by job id (docs/ARCHITECTURE.md).
     func publish(_ receipts: [Receipt]) async throws(PublishError) {
         try await send(receipts.map { receipt in
             KafkaProducerMessage(topic: topics.results, key: Array(receipt.messageKey.utf8), value: receipt.serializedBytes())

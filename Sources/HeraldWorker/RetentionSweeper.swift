@@ -1,6 +1,6 @@
 import HeraldPostgres
 
-/// Runs `HERALD_RETENTION_DAYS` (DESIGN §3): ``RetentionRepository``'s sweep (where the SQL
+/// Runs `HERALD_RETENTION_DAYS` (schemas/): ``RetentionRepository``'s sweep (where the SQL
 /// is) now and then every `interval`, logging what went. Every worker runs a sweeper; the
 /// repository's advisory lock lets one of them sweep at a time.
 struct RetentionSweeper: Sendable {

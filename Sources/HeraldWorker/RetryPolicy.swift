@@ -1,7 +1,7 @@
 import HeraldCore
 import HeraldFCM
 
-/// When a retryable send is tried again, and when it gives up (DESIGN §4): exponential backoff
+/// When a retryable send is tried again, and when it gives up (docs/ARCHITECTURE.md): exponential backoff
 /// with jitter, honouring `Retry-After`, until the job's `expires_at`, a maximum age (default
 /// 24 h) or a number of attempts (default 8); then `failed` / `retries-exhausted`.
 struct RetryPolicy: Sendable, Equatable {

@@ -3,7 +3,7 @@ import HeraldKafka
 import HeraldPostgres
 import Synchronization
 
-/// The scheduler of DESIGN §1, run by every worker: claims due rows of `scheduled_jobs` for a
+/// The scheduler of docs/ARCHITECTURE.md, run by every worker: claims due rows of `scheduled_jobs` for a
 /// while (`ScheduleRepository.releaseDue`), produces each to `herald.jobs` (or
 /// `herald.jobs.urgent` for the urgent lane; a shard waiting for its retries to `herald.shards`
 /// or `herald.shards.urgent`) with no transaction open, and deletes it once the broker

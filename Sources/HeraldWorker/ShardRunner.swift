@@ -7,7 +7,7 @@ public struct ShardSettings: Sendable {
     /// Sends in flight per shard (default 256).
     public var window = 256
     /// Checkpoint after this many sends (default 500; with the window this bounds what a crash
-    /// resends to window + 500 < 1,000, DESIGN §4).
+    /// resends to window + 500 < 1,000, docs/ARCHITECTURE.md).
     var checkpointEvery = 500
     /// ... or after this long (default 1 s).
     var checkpointInterval: Duration = .seconds(1)
@@ -63,7 +63,7 @@ struct PipelineContext: Sendable {
 
 /// Runs shards: claims the lease, streams the audience from the checkpoint, sends with a
 /// bounded window, publishes exactly one terminal receipt per subscription, parks retries, and
-/// checkpoints (DESIGN §4). One ``ShardRunner`` serves the worker; each run is independent.
+/// checkpoints (docs/ARCHITECTURE.md). One ``ShardRunner`` serves the worker; each run is independent.
 struct ShardRunner: Sendable {
     let context: PipelineContext
     /// Completes scheduled jobs when their last sub-job completes (issue 10).

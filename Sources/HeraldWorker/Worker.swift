@@ -54,7 +54,7 @@ public struct WorkerStartError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// One `herald run` process: the services of DESIGN §1, started in dependency order (database,
+/// One `herald run` process: the services of docs/ARCHITECTURE.md, started in dependency order (database,
 /// producer, provider pools, then the consumers) and stopped in reverse on SIGTERM or SIGINT:
 /// stop taking work, checkpoint and release shards in flight, commit what is done, flush the
 /// producer, exit.
@@ -160,7 +160,7 @@ public final class Worker: Sendable {
         return status
     }
 
-    /// Starts the parts of DESIGN §1 in dependency order, registering in `teardown` how to
+    /// Starts the parts of docs/ARCHITECTURE.md in dependency order, registering in `teardown` how to
     /// release each; throws (leaving the release to the caller) when one cannot start.
     private func start(_ teardown: Teardown) async throws(WorkerStartError) -> Parts {
         let configuration = self.configuration

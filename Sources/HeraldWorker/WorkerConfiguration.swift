@@ -3,7 +3,7 @@ public import HeraldKafka
 import HeraldFCM
 
 /// A worker's configuration, read from `HERALD_*` environment variables in this one place and
-/// checked at start-up, with errors that name the variable (DESIGN §6).
+/// checked at start-up, with errors that name the variable (docs/operations.md).
 public struct WorkerConfiguration: Sendable {
     /// Why a configuration was refused.
     public struct Invalid: Error, Sendable, Equatable, CustomStringConvertible {

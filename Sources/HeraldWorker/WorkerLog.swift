@@ -2,7 +2,7 @@ import HeraldCore
 import Foundation
 import Synchronization
 
-/// The worker's log: one JSON object per line on standard output (DESIGN §6) with `level`,
+/// The worker's log: one JSON object per line on standard output (docs/operations.md) with `level`,
 /// `time`, `worker`, `message` and the fields given (job id, shard, …). Device tokens and
 /// credentials never go in whole: pass them through ``redact(_:)``.
 struct WorkerLog: Sendable {

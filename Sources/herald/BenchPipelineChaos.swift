@@ -126,7 +126,7 @@ struct ChaosRecord: Sendable, Equatable {
         sigterms.filter { $0.exitStatus != 0 || $0.seconds > sigtermDeadlineSeconds }
     }
 
-    /// How many simulator deliveries may repeat (DESIGN §4): a worker stopped, by kill -9 or by a
+    /// How many simulator deliveries may repeat (docs/ARCHITECTURE.md): a worker stopped, by kill -9 or by a
     /// SIGTERM whose drain left sends unanswered, resends for each shard it held (at most
     /// `shardConcurrency`) the sends in flight (`sendWindow`) plus one checkpoint interval (at most
     /// 1,000 sends); a connection reset resends what was in flight on it, at most the worker's

@@ -6,7 +6,7 @@ import HeraldSim
 import HeraldWorker
 
 /// `herald dev [--devices N] [--workers W] [--demo] [--exit]`: everything on one machine
-/// (DESIGN §6): an embedded Kafka broker, a throwaway PostgreSQL, the APNs/FCM simulators, a
+/// (docs/operations.md): an embedded Kafka broker, a throwaway PostgreSQL, the APNs/FCM simulators, a
 /// demo app with N devices, and W `herald run` worker processes; `--demo` also sends a campaign,
 /// a VoIP push and a live-activity sequence and shows their progress. Ctrl-C stops and removes everything.
 enum DevCommand {

@@ -87,7 +87,7 @@ enum SendCommand {
         }
     }
 
-    /// The job message key (DESIGN §1): the job id, or `app_id/activity_id` for live activities
+    /// The job message key (docs/ARCHITECTURE.md): the job id, or `app_id/activity_id` for live activities
     /// so one activity's updates stay in order on one partition.
     static func messageKey(_ job: Job) -> String {
         if job.kind == .liveActivity, let activity = job.liveActivity {
