@@ -105,29 +105,51 @@ public final class APNsClient: Sendable {
     /// Sends one notification. On `ExpiredProviderToken` the shared token is refreshed and the
     /// send retried once; a second `ExpiredProviderToken` (or none to refresh) is a credential fault.
     public func send(_ notification: APNsNotification) async -> APNsOutcome {
-        let pool = environment(for: notification) == .sandbox ? sandbox : production
-        guard case .token(let source) = authentication else {
-            return await send(request(for: notification, bearer: nil), on: pool)
+        await withCheckedContinuation { continuation in
+            execute(notification) { continuation.resume(returning: $0) }
         }
-        let bearer: String
-        do { bearer = try source.current() } catch { return .credentialFault(reason: "cannot sign the provider token: \(error)") }
-        let outcome = await send(request(for: notification, bearer: bearer), on: pool)
-        guard outcome == .credentialFault(reason: "ExpiredProviderToken") else { return outcome }
-        let fresh: String
-        do { fresh = try source.refresh(after: bearer) } catch { return .credentialFault(reason: "cannot sign the provider token: \(error)") }
-        guard fresh != bearer else { return outcome }
-        return await send(request(for: notification, bearer: fresh), on: pool)
     }
 
-    private func send(_ request: HTTP2Request, on pool: HTTP2Client) async -> APNsOutcome {
-        do {
-            let outcome = APNsOutcome.classify(try await pool.send(request))
-            // APNs echoes the request's apns-id; keep ours if an answer ever lacks it.
-            if outcome == .accepted(apnsID: "") { return .accepted(apnsID: request.headers.first { $0.name == "apns-id" }?.value ?? "") }
-            return outcome
-        } catch {
-            if case .certificate = authentication { return APNsOutcome.classify(error, certificateAuth: true) }
-            return APNsOutcome.classify(error)
+    /// Sends one notification as ``send(_:)`` does, calling `completion` with the outcome instead
+    /// of suspending: on the pool's event loop, or at once when the provider token cannot be signed.
+    public func execute(_ notification: APNsNotification, completion: @escaping @Sendable (APNsOutcome) -> Void) {
+        let pool = environment(for: notification) == .sandbox ? sandbox : production
+        guard case .token(let source) = authentication else {
+            execute(request(for: notification, bearer: nil), on: pool, completion: completion)
+            return
+        }
+        let bearer: String
+        do { bearer = try source.current() } catch {
+            completion(.credentialFault(reason: "cannot sign the provider token: \(error)"))
+            return
+        }
+        execute(request(for: notification, bearer: bearer), on: pool) { outcome in
+            guard outcome == .credentialFault(reason: "ExpiredProviderToken") else { return completion(outcome) }
+            let fresh: String
+            do { fresh = try source.refresh(after: bearer) } catch {
+                return completion(.credentialFault(reason: "cannot sign the provider token: \(error)"))
+            }
+            guard fresh != bearer else { return completion(outcome) }
+            self.execute(self.request(for: notification, bearer: fresh), on: pool, completion: completion)
+        }
+    }
+
+    private func execute(_ request: HTTP2Request, on pool: HTTP2Client, completion: @escaping @Sendable (APNsOutcome) -> Void) {
+        let certificateAuth: Bool
+        if case .certificate = authentication { certificateAuth = true } else { certificateAuth = false }
+        pool.execute(request) { result in
+            switch result {
+            case .success(let response):
+                let outcome = APNsOutcome.classify(response)
+                // APNs echoes the request's apns-id; keep ours if an answer ever lacks it.
+                if outcome == .accepted(apnsID: "") {
+                    completion(.accepted(apnsID: request.headers.first { $0.name == "apns-id" }?.value ?? ""))
+                } else {
+                    completion(outcome)
+                }
+            case .failure(let error):
+                completion(APNsOutcome.classify(error, certificateAuth: certificateAuth))
+            }
         }
     }
 

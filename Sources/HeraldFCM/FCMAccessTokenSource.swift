@@ -1,6 +1,7 @@
 public import HeraldCore
 import HeraldCrypto
 public import HeraldHTTP2
+import Synchronization
 
 /// OAuth 2 access tokens for one service account (`shared/reference/protocols.md` §B4): an RS256
 /// assertion exchanged at the account's `token_uri`, cached until shortly before it expires.
@@ -25,7 +26,9 @@ public actor FCMAccessTokenSource {
     private let now: @Sendable () -> Timestamp
     private let refreshMarginSeconds: Int64
     private let tokenPath: String
-    private var cached: AccessToken?
+    /// The token in use, readable without a hop onto the actor (``validToken()``): only the
+    /// actor writes it.
+    private nonisolated let cached = Mutex<AccessToken?>(nil)
     private var refreshing: Task<Result<AccessToken, FCMError>, Never>?
     /// Token requests sent so far (tests and metrics).
     public private(set) var tokenRequests = 0
@@ -52,14 +55,21 @@ public actor FCMAccessTokenSource {
 
     /// A valid access token: the cached one, or a fresh one.
     public func token() async throws(FCMError) -> AccessToken {
-        if let cached, now().seconds < cached.expiresAt.seconds - refreshMarginSeconds { return cached }
+        if let valid = validToken() { return valid }
         return try await refresh()
+    }
+
+    /// The cached token if it is still valid (not within the refresh margin of its expiry), from
+    /// any thread and without waiting; nil: call ``token()``.
+    public nonisolated func validToken() -> AccessToken? {
+        guard let token = cached.withLock({ $0 }), now().seconds < token.expiresAt.seconds - refreshMarginSeconds else { return nil }
+        return token
     }
 
     /// Forgets `token` after FCM refused it (401), so the next ``token()`` fetches a new one.
     /// Many sends refused with the same token cause one refresh, not one each.
     public func invalidate(_ token: AccessToken) {
-        if cached == token { cached = nil }
+        cached.withLock { if $0 == token { $0 = nil } }
     }
 
     private func refresh() async throws(FCMError) -> AccessToken {
@@ -75,7 +85,7 @@ public actor FCMAccessTokenSource {
 
     private func fetchAndStore() async -> Result<AccessToken, FCMError> {
         let result = await fetch()
-        if case .success(let token) = result { cached = token }
+        if case .success(let token) = result { cached.withLock { $0 = token } }
         refreshing = nil
         return result
     }

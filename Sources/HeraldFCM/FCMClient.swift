@@ -25,7 +25,35 @@ public final class FCMClient: Sendable {
     /// Sends one `messages:send` body. A 401 without an FCM error code (the access token was
     /// refused) causes one token refresh and one retry; a second 401 is a credential fault.
     public func send(body: [UInt8]) async -> FCMOutcome {
-        var refreshed = false
+        await send(body: body, refreshed: false)
+    }
+
+    /// Sends one `messages:send` body as ``send(body:)`` does, calling `completion` with the
+    /// outcome instead of suspending: with a valid access token cached (nearly always), the request
+    /// goes straight to the pool and `completion` runs on its event loop; a token to fetch or a
+    /// refused token continues in a task of its own.
+    public func execute(body: [UInt8], completion: @escaping @Sendable (FCMOutcome) -> Void) {
+        guard let token = tokens.validToken() else {
+            Task { completion(await self.send(body: body, refreshed: false)) }
+            return
+        }
+        client.execute(request(body: body, token: token)) { result in
+            switch result {
+            case .failure(let error):
+                completion(FCMOutcome.classify(error))
+            case .success(let response) where Self.tokenRefused(response):
+                Task {
+                    await self.tokens.invalidate(token)
+                    completion(await self.send(body: body, refreshed: true))
+                }
+            case .success(let response):
+                completion(FCMOutcome.classify(response))
+            }
+        }
+    }
+
+    private func send(body: [UInt8], refreshed alreadyRefreshed: Bool) async -> FCMOutcome {
+        var refreshed = alreadyRefreshed
         while true {
             let token: FCMAccessTokenSource.AccessToken
             do {
@@ -34,21 +62,29 @@ public final class FCMClient: Sendable {
                 if error.isRetryable { return .retryable(retryAfterSeconds: nil, quotaExceeded: false, detail: error.description) }
                 return .credentialFault(detail: error.description)
             }
-            let request = HTTP2Request(path: sendPath, headers: [
-                HeaderField("authorization", "Bearer \(token.value)"), HeaderField("content-type", "application/json; charset=UTF-8"),
-            ], body: body, timeoutNanoseconds: timeoutNanoseconds)
             let response: HTTP2Response
             do {
-                response = try await client.send(request)
+                response = try await client.send(request(body: body, token: token))
             } catch {
                 return FCMOutcome.classify(error)
             }
-            if response.status == 401, !refreshed, FCMErrorStatus(body: response.body, httpStatus: 401).errorCode == nil {
+            if !refreshed, Self.tokenRefused(response) {
                 refreshed = true
                 await tokens.invalidate(token)
                 continue
             }
             return FCMOutcome.classify(response)
         }
+    }
+
+    private func request(body: [UInt8], token: FCMAccessTokenSource.AccessToken) -> HTTP2Request {
+        HTTP2Request(path: sendPath, headers: [
+            HeaderField("authorization", "Bearer \(token.value)"), HeaderField("content-type", "application/json; charset=UTF-8"),
+        ], body: body, timeoutNanoseconds: timeoutNanoseconds)
+    }
+
+    /// A 401 without an FCM error code: the access token itself was refused.
+    private static func tokenRefused(_ response: HTTP2Response) -> Bool {
+        response.status == 401 && FCMErrorStatus(body: response.body, httpStatus: 401).errorCode == nil
     }
 }

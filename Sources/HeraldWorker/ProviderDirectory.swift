@@ -218,34 +218,61 @@ final class AppDelivery: Sendable {
     /// jobs on iOS). `validateOnly`: FCM checks the message and delivers nothing (APNs has no such
     /// mode: ``TestPush`` renders APNs requests without sending them).
     func send(_ job: Job, to member: AudienceMember, token: String, now: Timestamp, validateOnly: Bool = false) async -> DeliveryOutcome {
+        switch prepare(job, to: member, token: token, now: now, validateOnly: validateOnly) {
+        case .decided(let outcome): return outcome
+        case .apns(let client, let notification): return DeliveryOutcome(await client.send(notification))
+        case .fcm(let client, let body): return DeliveryOutcome(await client.send(body: body))
+        }
+    }
+
+    /// Renders and sends `job` to `member` as ``send(_:to:token:now:validateOnly:)`` does, calling
+    /// `completion` with the outcome (on a provider's event loop, or at once when nothing is sent)
+    /// instead of suspending: the shard run's path, with no task per send.
+    func start(_ job: Job, to member: AudienceMember, token: String, now: Timestamp,
+               completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
+        switch prepare(job, to: member, token: token, now: now, validateOnly: false) {
+        case .decided(let outcome): completion(outcome)
+        case .apns(let client, let notification): client.execute(notification) { completion(DeliveryOutcome($0)) }
+        case .fcm(let client, let body): client.execute(body: body) { completion(DeliveryOutcome($0)) }
+        }
+    }
+
+    /// A send rendered and routed: what to send through which client, or its outcome already.
+    private enum Prepared {
+        case decided(DeliveryOutcome)
+        case apns(APNsClient, APNsNotification)
+        case fcm(FCMClient, [UInt8])
+    }
+
+    private func prepare(_ job: Job, to member: AudienceMember, token: String, now: Timestamp, validateOnly: Bool) -> Prepared {
         let rendered = PushRender.render(job, to: member, token: token, app: settings, now: now)
-        if case .failed(.unknownChannel, let detail) = rendered { return .failed(reason: .unknownChannel, providerReason: detail) }
+        if case .failed(.unknownChannel, let detail) = rendered { return .decided(.failed(reason: .unknownChannel, providerReason: detail)) }
         switch Self.provider(for: member, kind: job.kind) {
         case .apns:
             let client: APNsClient
             switch apns {
-            case nil: return .failed(reason: .noCredentials, providerReason: "the app has no APNs credentials")
-            case .failure(let problem)?: return .credentialFault(providerReason: problem.reason, haltReason: problem.haltReason)
+            case nil: return .decided(.failed(reason: .noCredentials, providerReason: "the app has no APNs credentials"))
+            case .failure(let problem)?: return .decided(.credentialFault(providerReason: problem.reason, haltReason: problem.haltReason))
             case .success(let value)?: client = value
             }
             // APNs has no dry run: a validate-only caller (TestPush) checks APNs requests itself.
-            guard !validateOnly else { return .failed(reason: .badRequest, providerReason: "APNs has no validate-only mode") }
+            guard !validateOnly else { return .decided(.failed(reason: .badRequest, providerReason: "APNs has no validate-only mode")) }
             switch rendered {
-            case .apns(let notification): return DeliveryOutcome(await client.send(notification))
-            case .failed(let reason, let detail): return .failed(reason: reason, providerReason: detail)
-            case .fcm: return .failed(reason: .badRequest, providerReason: "an FCM message rendered for an APNs send")
+            case .apns(let notification): return .apns(client, notification)
+            case .failed(let reason, let detail): return .decided(.failed(reason: reason, providerReason: detail))
+            case .fcm: return .decided(.failed(reason: .badRequest, providerReason: "an FCM message rendered for an APNs send"))
             }
         case .fcm:
             let client: FCMClient
             switch fcm {
-            case nil: return .failed(reason: .noCredentials, providerReason: "the app has no FCM credentials")
-            case .failure(let problem)?: return .credentialFault(providerReason: problem.reason, haltReason: problem.haltReason)
+            case nil: return .decided(.failed(reason: .noCredentials, providerReason: "the app has no FCM credentials"))
+            case .failure(let problem)?: return .decided(.credentialFault(providerReason: problem.reason, haltReason: problem.haltReason))
             case .success(let value)?: client = value
             }
             switch rendered {
-            case .fcm(let message): return DeliveryOutcome(await client.send(validateOnly ? message.validatingOnly : message))
-            case .failed(let reason, let detail): return .failed(reason: reason, providerReason: detail)
-            case .apns: return .failed(reason: .badRequest, providerReason: "an APNs request rendered for an FCM send")
+            case .fcm(let message): return .fcm(client, (validateOnly ? message.validatingOnly : message).body)
+            case .failed(let reason, let detail): return .decided(.failed(reason: reason, providerReason: detail))
+            case .apns: return .decided(.failed(reason: .badRequest, providerReason: "an APNs request rendered for an FCM send"))
             }
         }
     }

@@ -1,17 +1,18 @@
 import HeraldCore
 import HeraldPostgres
 
-/// One run of one shard: the driver of ``ShardRunState``. It pages the audience, sends in child
-/// tasks that only send and return their answer, reads the time, the app's halts and the
-/// invalidation guard, and performs what the state decides — receipts, parks, halts and
-/// checkpoints. Used by a single task; every decision is in the state.
+/// One run of one shard: the driver of ``ShardRunState``. It pages the audience, starts each send
+/// on the provider's client (no task per send: the answer is posted to the run's ``SendInbox`` and
+/// taken in batches), reads the time, the app's halts and the invalidation guard, and performs what
+/// the state decides — receipts, parks, halts and checkpoints. Used by a single task; every
+/// decision is in the state.
 final class ShardRun {
-    enum Event: Sendable {
-        case sent(ShardRunState.Send, outcome: DeliveryOutcome, seconds: Double)
-        case tick
-    }
-
     struct LeaseLost: Error {}
+
+    /// Paced sends wait in the run itself, and only once they are this far behind their slot: the
+    /// bucket's own burst (a tenth of a second of its rate) is larger, so pacing holds while a
+    /// run at thousands of sends a second sleeps once per batch rather than once per send.
+    static let pacingSlackSeconds = 0.01
 
     let context: PipelineContext
     let job: Job
@@ -21,7 +22,8 @@ final class ShardRun {
     var state: ShardRunState
     var lastCheckpoint = ContinuousClock.now
     var lastRefresh = ContinuousClock.now
-    var tickPending = false
+    /// Where answers and ticks arrive.
+    let inbox = SendInbox()
     /// `delivery.throttle_per_minute`: one token per send, from the job's shared bucket.
     var throttle: JobThrottle?
     /// Provider ceilings: one slot per send, this worker's share.
@@ -61,18 +63,25 @@ final class ShardRun {
         do {
             try await loadParked()
             if try await context.jobs.state(jobID: job.id) == .cancelled { state.cancel() }
-            return try await withThrowingTaskGroup(of: Event.self) { group in
-                defer { group.cancelAll() }
-                addTick(&group)
-                return try await sweep(&group)
+            await rateLimits?.refreshOverrides(appID: appID)
+            // Ticks go on while finishing too, so a stop's drain deadline is checked even while
+            // every answer in flight is late.
+            let inbox = self.inbox
+            let ticker = Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(250))
+                    inbox.post(.tick)
+                }
             }
+            defer { ticker.cancel() }
+            return try await sweep()
         } catch is LeaseLost {
             context.log.warning("shard taken over by another worker; stopping", fields())
             return .leaseLost
         }
     }
 
-    private func sweep(_ group: inout ThrowingTaskGroup<Event, any Error>) async throws -> ShardRunOutcome {
+    private func sweep() async throws -> ShardRunOutcome {
         let query = AudienceQuery(appID: appID, audience: job.audience ?? .all)
         var pages = ShardPages(source: source, appID: appID, audience: context.audience,
                                iterator: context.audience.pages(query, in: range, after: lease.cursor, pageSize: context.settings.pageSize).makeAsyncIterator(),
@@ -85,16 +94,16 @@ final class ShardRun {
                 if context.stop.isSet { break sweeping }
                 let provider = AppDelivery.provider(for: member, kind: job.kind)
                 guard case .send(let send) = state.admit(member, haltReason: delivery.haltReason(provider), now: .now) else { continue }
-                try await self.send(send, provider: provider, &group)
+                try await self.send(send, provider: provider)
             }
-            try await dispatchDueRetries(&group)
+            try await dispatchDueRetries()
             if checkpointDue { try await checkpoint() }
         }
         // 2. What is parked: retries as they fall due, verdicts, halts lifted meanwhile.
         var waitingUntil: Timestamp?
         while !context.stop.isSet {
             settleParked(final: false)
-            try await dispatchDueRetries(&group)
+            try await dispatchDueRetries()
             if state.inFlight == 0 {
                 settleParked(final: true)
                 if state.waiting.isEmpty { break }
@@ -103,13 +112,13 @@ final class ShardRun {
                     break
                 }
             }
-            try await handle(try await group.next(), &group)
+            try await handleNext()
             if checkpointDue { try await checkpoint() }
         }
         // 3. Answers still in flight (bounded on a stop), then the last checkpoint.
         while state.inFlight > 0 {
             if let requested = context.stop.requestedAt, ContinuousClock.now > requested + context.settings.drainDeadline { break }
-            try await handle(try await group.next(), &group)
+            try await handleNext()
         }
         settleParked(final: !context.stop.isSet)
         try await checkpoint()
@@ -142,89 +151,100 @@ final class ShardRun {
     // MARK: - Sending
 
     /// Sends what the state admitted: within the window (answers handled meanwhile), after a
-    /// throttled run's first answer from the provider, and after the job's throttle.
-    private func send(_ send: ShardRunState.Send, provider: Receipt.Provider, _ group: inout ThrowingTaskGroup<Event, any Error>) async throws {
+    /// throttled run's first answer from the provider, after the job's throttle and in the
+    /// provider ceiling's pace.
+    private func send(_ send: ShardRunState.Send, provider: Receipt.Provider) async throws {
         // The admitted send is counted in flight already.
         while state.inFlight > context.settings.window {
-            try await handle(try await group.next(), &group)
+            try await handleNext()
         }
         if throttle != nil {
             while !warmedProviders.contains(provider) && state.inFlight > 1 {
-                try await handle(try await group.next(), &group)
+                try await handleNext()
             }
         }
         try await throttle?.acquire()
-        dispatch(send, provider: provider, &group)
+        try await pace(provider)
+        dispatch(send, provider: provider)
         if checkpointDue { try await checkpoint() }
     }
 
-    private func dispatch(_ send: ShardRunState.Send, provider: Receipt.Provider, _ group: inout ThrowingTaskGroup<Event, any Error>) {
-        let delivery = self.delivery
-        let job = self.job
+    /// Takes the send's slot under the provider ceiling and waits until it is due, handling answers
+    /// meanwhile. An urgent job takes its slot but never waits behind the campaigns.
+    private func pace(_ provider: Receipt.Provider) async throws {
+        guard let rateLimits else { return }
+        var wait = rateLimits.reserve(appID: appID, provider: provider)
+        guard !job.delivery.urgent else { return }
+        while wait > Self.pacingSlackSeconds {
+            let step = min(wait, 0.25)
+            try? await Task.sleep(for: .microseconds(Int64(step * 1_000_000)))
+            wait -= step
+            try await handle(inbox.take())
+        }
+    }
+
+    private func dispatch(_ send: ShardRunState.Send, provider: Receipt.Provider) {
         context.metrics.adjustInFlight(1)
-        let rateLimits = self.rateLimits
-        let appID = self.appID
-        group.addTask {
-            // The provider ceiling's wait happens in the send's own task: the window bounds it.
-            await rateLimits?.acquire(appID: appID, provider: provider, urgent: job.delivery.urgent)
-            let started = ContinuousClock.now
-            let outcome = await delivery.send(job, to: send.member, token: send.token, now: .now)
+        let inbox = self.inbox
+        let started = ContinuousClock.now
+        delivery.start(job, to: send.member, token: send.token, now: .now) { outcome in
             let elapsed = ContinuousClock.now - started
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            return .sent(send, outcome: outcome, seconds: seconds)
+            inbox.post(.sent(send, outcome: outcome, seconds: seconds))
         }
     }
 
-    private func addTick(_ group: inout ThrowingTaskGroup<Event, any Error>) {
-        guard !tickPending else { return }
-        tickPending = true
-        group.addTask {
-            try? await Task.sleep(for: .milliseconds(250))
-            return .tick
-        }
-    }
-
-    private func dispatchDueRetries(_ group: inout ThrowingTaskGroup<Event, any Error>) async throws {
+    private func dispatchDueRetries() async throws {
         for entry in state.dueRetries(now: .now) {
             if context.stop.isSet { return }
             let provider = AppDelivery.provider(for: entry.member, kind: job.kind)
             guard case .send(let send) = state.admitRetry(entry.member.id, haltReason: delivery.haltReason(provider), now: .now) else { continue }
-            try await self.send(send, provider: provider, &group)
+            try await self.send(send, provider: provider)
         }
     }
 
     // MARK: - Answers
 
-    private func handle(_ event: Event?, _ group: inout ThrowingTaskGroup<Event, any Error>) async throws {
-        guard let event else { return }
-        switch event {
-        case .tick:
-            tickPending = false
-            // Ticks go on while finishing too, so a stop's drain deadline is checked even while
-            // every answer in flight is late.
-            addTick(&group)
+    /// Waits for the next batch of answers (a tick arrives every 250 ms) and handles it.
+    private func handleNext() async throws {
+        try await handle(await inbox.next())
+    }
+
+    private func handle(_ items: [SendInbox.Item]) async throws {
+        var ticked = false
+        for item in items {
+            switch item {
+            case .tick:
+                ticked = true
+            case .sent(let send, let outcome, let seconds):
+                answered(send, outcome, seconds: seconds)
+            }
+        }
+        if ticked {
             if ContinuousClock.now - lastRefresh >= .seconds(2) { try await refresh() }
             if checkpointDue { try await checkpoint() }
-        case .sent(let send, let outcome, let seconds):
-            context.metrics.adjustInFlight(-1)
-            let provider = AppDelivery.provider(for: send.member, kind: job.kind)
-            warmedProviders.insert(provider)
-            context.metrics.sendDuration(provider: provider.rawValue, seconds: seconds)
-            context.metrics.sendAttempt(provider: provider.rawValue, result: outcome.attemptResult)
-            var verdict: InvalidationGuard.Verdict?
-            if outcome.isVerdictOnToken {
-                var invalid = false
-                if case .unregistered = outcome { invalid = true }
-                verdict = context.directory.guards.record(appID: appID, provider: provider.rawValue, invalid: invalid)
-            }
-            let effects = state.answered(send, outcome, verdict: verdict, now: .now, random: Double.random(in: 0..<1))
-            switch effects.rate {
-            case .succeeded: rateLimits?.succeeded(appID: appID, provider: provider)
-            case .quotaExceeded: rateLimits?.quotaExceeded(appID: appID, provider: provider)
-            case nil: break
-            }
-            if let halt = effects.halt { record(halt) }
         }
+    }
+
+    private func answered(_ send: ShardRunState.Send, _ outcome: DeliveryOutcome, seconds: Double) {
+        context.metrics.adjustInFlight(-1)
+        let provider = AppDelivery.provider(for: send.member, kind: job.kind)
+        warmedProviders.insert(provider)
+        context.metrics.sendDuration(provider: provider.rawValue, seconds: seconds)
+        context.metrics.sendAttempt(provider: provider.rawValue, result: outcome.attemptResult)
+        var verdict: InvalidationGuard.Verdict?
+        if outcome.isVerdictOnToken {
+            var invalid = false
+            if case .unregistered = outcome { invalid = true }
+            verdict = context.directory.guards.record(appID: appID, provider: provider.rawValue, invalid: invalid)
+        }
+        let effects = state.answered(send, outcome, verdict: verdict, now: .now, random: Double.random(in: 0..<1))
+        switch effects.rate {
+        case .succeeded: rateLimits?.succeeded(appID: appID, provider: provider)
+        case .quotaExceeded: rateLimits?.quotaExceeded(appID: appID, provider: provider)
+        case nil: break
+        }
+        if let halt = effects.halt { record(halt) }
     }
 
     /// Settles what is parked against the guard's verdicts and the app's halts now.
@@ -251,6 +271,7 @@ final class ShardRun {
     /// Re-reads the app (halts set or lifted elsewhere) and the job's state (cancellation).
     private func refresh() async throws {
         lastRefresh = ContinuousClock.now
+        await rateLimits?.refreshOverrides(appID: appID)
         if let latest = try await context.directory.delivery(appID: appID) {
             delivery = latest
         }

@@ -1,0 +1,46 @@
+import Foundation
+import Testing
+@testable import HeraldWorker
+
+@Suite struct SendInboxTests {
+    @Test func takeIsEmptyUntilSomethingIsPostedAndThenHandsEverythingOver() {
+        let inbox = SendInbox()
+        #expect(inbox.take().isEmpty)
+        inbox.post(.tick)
+        inbox.post(.tick)
+        #expect(inbox.take().count == 2)
+        #expect(inbox.take().isEmpty)
+    }
+
+    @Test func aWaitingRunIsWokenByThePostAndGetsIt() async {
+        let inbox = SendInbox()
+        Thread.detachNewThread {
+            Thread.sleep(forTimeInterval: 0.05)
+            inbox.post(.tick)
+        }
+        let items = await inbox.next()
+        #expect(items.count == 1)
+        #expect(inbox.take().isEmpty)
+    }
+
+    @Test func postsFromManyThreadsAreAllTakenOnceInBatches() async {
+        let inbox = SendInbox()
+        let threads = 8
+        let perThread = 5_000
+        for _ in 0..<threads {
+            Thread.detachNewThread {
+                for _ in 0..<perThread { inbox.post(.tick) }
+            }
+        }
+        var received = 0
+        var batches = 0
+        while received < threads * perThread {
+            received += await inbox.next().count
+            batches += 1
+        }
+        #expect(received == threads * perThread)
+        #expect(inbox.take().isEmpty)
+        // Answers that arrive while the run works come together: far fewer batches than posts.
+        #expect(batches < received)
+    }
+}
