@@ -4,23 +4,30 @@
 Reads `perf script -F comm,pid,tid,ip,sym,dso` on standard input: a header line per sample,
 then one frame per line, leaf first, then a blank line. Each sample goes to the first stage, in
 the order of STAGES, that any of its frames matches (a JSON writer called by the receipt
-publisher is receipts, the same writer called by the renderer is rendering). Swift symbols are
-matched mangled or demangled: module and type names appear in both. Samples of librdkafka's own
-threads (`rdk:` thread names) are `kafka-threads` whatever their frames.
+publisher is receipts, the same writer called by the renderer is rendering). Samples of
+librdkafka's own threads (`rdk:` thread names) are `kafka-threads` whatever their frames.
+
+Swift symbols are demangled (`swift demangle`) and reduced to the function's own qualified name
+before matching: parameter, generic and result types are dropped, so
+`HeraldWorker.ShardRun.dispatch(_: HeraldCore.Receipt.Provider)` is the shard run, not a
+receipt. A frame matches on that name or on its library (libssl, libpq, librdkafka…).
 
 With the benchmark's JSON as the argument, prints that JSON with a `profile` member: per stage
 its share of the samples and `us_per_notification` = share × worker_cpu_us_per_notification.
 """
 import json
 import re
+import shutil
+import subprocess
 import sys
 
 STAGES = [
-    ("checkpoints", re.compile(r"checkpoint|DeliveryWatermark|[0-9]Watermark", re.I)),
-    ("receipts", re.compile(r"ReceiptPublisher|ReceiptBatch|[0-9]Receipt[^a-z]|KafkaProducer|rd_kafka_produce")),
-    ("rendering", re.compile(r"PushRender|APNsPayload|APNsProfilePayload|FCMMessage|FCMProfileMessage|RenderedPush|Template|render", re.I)),
-    ("http2", re.compile(r"HeraldHTTP2|HeraldAPNs|HeraldFCM|nghttp2|libssl|libcrypto|SSL_|EVP_|HTTP2|APNsClient|FCMClient")),
-    ("audience", re.compile(r"HeraldPostgres|libpq|PQ[a-z]|AudiencePage|Audience")),
+    ("checkpoints", re.compile(r"checkpoint|Watermark", re.I)),
+    ("receipts", re.compile(r"ReceiptPublisher|ReceiptBatch|HeraldCore\.Receipt\b|KafkaProducer|rd_kafka_produce")),
+    ("rendering", re.compile(r"PushRender|APNsPayload|APNsProfilePayload|FCMMessage|FCMProfileMessage|RenderedPush"
+                             r"|APNsNotification\.forJob|Template|\.render", re.I)),
+    ("http2", re.compile(r"HeraldHTTP2\.|HeraldAPNs\.|HeraldFCM\.|nghttp2|libssl|libcrypto|\bSSL_|\bEVP_")),
+    ("audience", re.compile(r"HeraldPostgres\.|libpq|\bPQ[a-z]|Audience")),
     ("kafka-consumer", re.compile(r"KafkaConsumer|ConsumerRuntime|rd_kafka|librdkafka")),
 ]
 ORDER = [name for name, _ in STAGES] + ["kafka-threads", "the-rest"]
@@ -35,7 +42,11 @@ def stage_of(comm, frames):
     return "the-rest"
 
 
+FRAME = re.compile(r"^\s*(?:[0-9a-f]+\s+)?(.*?)(?:\s+\(([^()]*)\))?$")
+
+
 def samples(lines):
+    """Yields (header, [(symbol, dso)]) per sample."""
     header, frames = None, []
     for line in lines:
         line = line.rstrip("\n")
@@ -46,11 +57,44 @@ def samples(lines):
         elif header is None:
             header = line
         else:
-            # "  ip symbol+off (dso)"
-            parts = line.strip().split(None, 1)
-            frames.append(parts[1] if len(parts) > 1 else parts[0])
+            # "  ip symbol (dso)"
+            match = FRAME.match(line)
+            symbol, dso = (match.group(1), match.group(2) or "") if match else (line.strip(), "")
+            frames.append((re.sub(r"\+0x[0-9a-f]+$", "", symbol), dso))
     if header is not None:
         yield header, frames
+
+
+def demangler(symbols):
+    """Maps each Swift symbol to its demangled text (itself when swift-demangle is absent)."""
+    mangled = sorted({s for s in symbols if s.startswith(("$s", "_$s", "$S"))})
+    tool = shutil.which("swift-demangle")
+    if not mangled or tool is None:
+        return {}
+    result = subprocess.run([tool], input="\n".join(mangled) + "\n", capture_output=True, text=True, check=False)
+    lines = result.stdout.splitlines()
+    return dict(zip(mangled, lines)) if result.returncode == 0 and len(lines) == len(mangled) else {}
+
+
+def own_name(text):
+    """The function's own qualified name: nested (…) and <…> groups, `-> result` and `: type` dropped."""
+    text = re.sub(r"\((\S+) in _[0-9A-F]+\)", r"\1", text)  # private names: (handle in _1A2B…)
+    text = re.sub(r"\(extension in [^)]*\):", "", text)
+    text = text.replace("->", "\x00")
+    out, depth = [], 0
+    for ch in text:
+        if ch in "(<":
+            depth += 1
+        elif ch in ")>" and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    text = "".join(out)
+    return re.split(r"\x00| : ", text, maxsplit=1)[0].strip()
+
+
+def frame_names(frames, names):
+    return [own_name(names.get(symbol, symbol)) + " " + dso for symbol, dso in frames]
 
 
 SELF_TEST = """\
@@ -77,19 +121,31 @@ herald 100/105 [001] 1.0: 1 cycles:
 herald 100/106 [001] 1.0: 1 cycles:
 \t7f04 swift_retain (/usr/lib/swift/linux/libswiftCore.so)
 
+herald 100/107 [001] 1.0: 1 cycles:
+\t5505 $s10HeraldCore10JSONWriterV5writeyyF (/work/herald)
+\t5506 $s12HeraldWorker8ShardRunC8dispatch_8providery10HeraldCore7ReceiptV8ProviderO_AHtF (/work/herald)
+
+herald 100/108 [001] 1.0: 1 cycles:
+\t5507 $s11HeraldHTTP211HTTP2ClientC4sendyyF (/work/herald)
+
 """
-SELF_TEST_EXPECTED = ["receipts", "rendering", "kafka-threads", "http2", "checkpoints", "the-rest"]
+SELF_TEST_EXPECTED = ["receipts", "rendering", "kafka-threads", "http2", "checkpoints", "the-rest", "the-rest", "http2"]
 
 
-def stage_of_header(header, frames):
+def stage_of_header(header, frames, names):
     # The thread name may hold spaces; perf prints it first, then pid/tid.
     match = re.match(r"\s*(.+?)\s+\d+/\d+", header)
     comm = match.group(1) if match else (header.split(None, 1)[0] if header.strip() else "")
-    return stage_of(comm, frames)
+    return stage_of(comm, frame_names(frames, names))
 
 
 def self_test():
-    got = [stage_of_header(header, frames) for header, frames in samples(SELF_TEST.splitlines(True))]
+    parsed = list(samples(SELF_TEST.splitlines(True)))
+    names = demangler(symbol for _, frames in parsed for symbol, _ in frames)
+    if not names:
+        print("profile-stages: self-test needs swift-demangle on PATH", file=sys.stderr)
+        return 1
+    got = [stage_of_header(header, frames, names) for header, frames in parsed]
     if got != SELF_TEST_EXPECTED:
         print(f"profile-stages: self-test failed: {got} != {SELF_TEST_EXPECTED}", file=sys.stderr)
         return 1
@@ -102,8 +158,10 @@ def main():
         return self_test()
     counts = {name: 0 for name in ORDER}
     total = 0
-    for header, frames in samples(sys.stdin):
-        counts[stage_of_header(header, frames)] += 1
+    parsed = list(samples(sys.stdin))
+    names = demangler(symbol for _, frames in parsed for symbol, _ in frames)
+    for header, frames in parsed:
+        counts[stage_of_header(header, frames, names)] += 1
         total += 1
     bench = {}
     if len(sys.argv) > 1:
