@@ -24,6 +24,10 @@ final class ShardRun {
     var lastRefresh = ContinuousClock.now
     /// Where answers and ticks arrive.
     let inbox = SendInbox()
+    /// Metrics of the sends, added to the worker's at each tick and checkpoint.
+    var tally = SendTally()
+    /// The retries' jitter: not a secret, so no system call per answer.
+    var jitter = SplitMix64(seed: UInt64.random(in: .min ... .max))
     /// `delivery.throttle_per_minute`: one token per send, from the job's shared bucket.
     var throttle: JobThrottle?
     /// Provider ceilings: one slot per send, this worker's share.
@@ -73,7 +77,10 @@ final class ShardRun {
                     inbox.post(.tick)
                 }
             }
-            defer { ticker.cancel() }
+            defer {
+                ticker.cancel()
+                context.metrics.add(&tally)
+            }
             return try await sweep()
         } catch is LeaseLost {
             context.log.warning("shard taken over by another worker; stopping", fields())
@@ -184,7 +191,7 @@ final class ShardRun {
     }
 
     private func dispatch(_ send: ShardRunState.Send, provider: Receipt.Provider) {
-        context.metrics.adjustInFlight(1)
+        tally.started()
         let inbox = self.inbox
         let started = ContinuousClock.now
         delivery.start(job, to: send.member, token: send.token, now: .now) { outcome in
@@ -221,24 +228,23 @@ final class ShardRun {
             }
         }
         if ticked {
+            context.metrics.add(&tally)
             if ContinuousClock.now - lastRefresh >= .seconds(2) { try await refresh() }
             if checkpointDue { try await checkpoint() }
         }
     }
 
     private func answered(_ send: ShardRunState.Send, _ outcome: DeliveryOutcome, seconds: Double) {
-        context.metrics.adjustInFlight(-1)
         let provider = AppDelivery.provider(for: send.member, kind: job.kind)
         warmedProviders.insert(provider)
-        context.metrics.sendDuration(provider: provider.rawValue, seconds: seconds)
-        context.metrics.sendAttempt(provider: provider.rawValue, result: outcome.attemptResult)
+        tally.answered(provider: provider, result: outcome.attemptResult, seconds: seconds)
         var verdict: InvalidationGuard.Verdict?
         if outcome.isVerdictOnToken {
             var invalid = false
             if case .unregistered = outcome { invalid = true }
             verdict = context.directory.guards.record(appID: appID, provider: provider.rawValue, invalid: invalid)
         }
-        let effects = state.answered(send, outcome, verdict: verdict, now: .now, random: Double.random(in: 0..<1))
+        let effects = state.answered(send, outcome, verdict: verdict, now: .now, random: Double.random(in: 0..<1, using: &jitter))
         switch effects.rate {
         case .succeeded: rateLimits?.succeeded(appID: appID, provider: provider)
         case .quotaExceeded: rateLimits?.quotaExceeded(appID: appID, provider: provider)
@@ -306,6 +312,7 @@ final class ShardRun {
         if !saving.receipts.isEmpty {
             try await context.publisher.publish(saving.receipts)
         }
+        context.metrics.add(&tally)
         for (key, count) in saving.tally {
             context.metrics.notification(provider: key.provider, outcome: key.outcome, reason: key.reason, count: count)
         }

@@ -287,6 +287,22 @@ final class WorkerMetrics: Sendable {
     /// Moves the in-flight gauge by `delta` (+1 when a send starts, -1 when it is answered).
     func adjustInFlight(_ delta: Int) { state.withLock { $0.inFlight += delta } }
 
+    /// Adds a shard run's tally under one lock, and empties it.
+    func add(_ tally: inout SendTally) {
+        guard !tally.isEmpty else { return }
+        let adding = tally
+        tally = SendTally()
+        state.withLock { state in
+            state.inFlight += adding.inFlight
+            for (provider, histogram) in adding.durations {
+                state.sendDurations[provider.rawValue, default: Histogram()].merge(histogram)
+            }
+            for (attempt, count) in adding.attempts {
+                state.sendAttempts[NotificationKey(provider: attempt.provider.rawValue, outcome: attempt.result), default: 0] += count
+            }
+        }
+    }
+
     /// Sets a lane's consumer lag.
     func setConsumerLag(lane: String, _ value: Int) { state.withLock { $0.consumerLag[lane] = value } }
 
