@@ -1,6 +1,7 @@
 import HeraldCore
 import HeraldPostgres
 @testable import HeraldWorker
+import HeraldTestSupport
 import Testing
 
 /// Model-based tests of the shard run's decisions: ``ShardRunState`` itself (the type the
@@ -8,22 +9,22 @@ import Testing
 /// halts, cancellations and crashes that restart from the last saved checkpoint — no
 /// database, broker or socket. Each case is reproducible from its seed.
 @Suite struct ShardRunStateTests {
-    @Test func everySubscriptionEndsWithOneTerminalReceiptAcrossCrashes() throws {
+    @Test func everySubscriptionEndsWithOneTerminalReceiptAcrossCrashes() async throws {
         var crashes = 0
         for seed in UInt64(1)...1500 {
             var world = World(seed: seed)
-            try world.runToTheEnd()
+            try await world.runToTheEnd()
             crashes += world.crashes
         }
         // The cases do crash: the invariants are checked across restarts, not only in one run.
         #expect(crashes > 500)
     }
 
-    @Test func aCaseIsReproducibleFromItsSeed() throws {
+    @Test func aCaseIsReproducibleFromItsSeed() async throws {
         var first = World(seed: 42)
-        try first.runToTheEnd()
+        try await first.runToTheEnd()
         var second = World(seed: 42)
-        try second.runToTheEnd()
+        try await second.runToTheEnd()
         // The same receipts; within one checkpoint their order follows a dictionary's.
         #expect(first.published.map(\.id).sorted() == second.published.map(\.id).sorted())
         #expect(first.crashes == second.crashes)
@@ -76,7 +77,7 @@ struct World {
     let audience: [AudienceMember]
     let window: Int
     let seed: UInt64
-    var now = Timestamp(seconds: 1_800_000_000)
+    var now: Timestamp
     /// What the last checkpoint saved (the shard row and `shard_retries`).
     var saved = Saved()
     var invalidated: Set<String> = []
@@ -84,6 +85,9 @@ struct World {
     var halts: [Receipt.Provider: String] = [:]
     var cancelled = false
     var crashes = 0
+    /// Where checkpoints are also saved and read back from at each restart (the replay against
+    /// PostgreSQL); nil for the model alone.
+    var store: PostgresCheckpoints?
     private var crashBudget: Int
 
     struct Saved {
@@ -92,8 +96,11 @@ struct World {
         var rows: [String: ParkedRetry] = [:]
     }
 
-    init(seed: UInt64) {
+    /// `now`: where the world's clock starts (a replay against PostgreSQL starts it at the
+    /// database's time, which stamps `first_attempt_at`).
+    init(seed: UInt64, now: Timestamp = Timestamp(seconds: 1_800_000_000)) {
         self.seed = seed
+        self.now = now
         rng = SplitMix64(seed: seed)
         let size = Int(rng.next() % 60) + 1
         audience = (0..<size).map { World.member($0, android: $0 % 3 == 0) }
@@ -149,11 +156,12 @@ struct World {
 
     enum End { case finished, halted, crashed }
 
-    mutating func runToTheEnd() throws {
+    mutating func runToTheEnd() async throws {
         for _ in 0..<200 {
-            switch try runOnce() {
+            switch try await runOnce() {
             case .finished:
                 try checkTheEnd()
+                if let store { _ = try await store.restart(expecting: saved, invalidated: invalidated) }
                 return
             case .halted:
                 halts = [:]  // `herald jobs resume`
@@ -165,7 +173,8 @@ struct World {
     }
 
     /// One run from the saved checkpoint until the shard finishes, halts or the worker crashes.
-    private mutating func runOnce() throws -> End {
+    private mutating func runOnce() async throws -> End {
+        if let store { saved = try await store.restart(expecting: saved, invalidated: invalidated) }
         var state = ShardRunState(facts: .init(job: try Self.job()), counts: saved.counts)
         let members = Dictionary(uniqueKeysWithValues: audience.map { ($0.id, $0) })
         state.restore(saved.rows.values.sorted { $0.subscriptionID < $1.subscriptionID }, members: members, cursor: saved.cursor,
@@ -215,17 +224,18 @@ struct World {
                     if case .send(let send) = state.admitRetry(entry.member.id, haltReason: halts[provider], now: now) { inFlight.append(send) }
                 }
                 if final && inFlight.isEmpty && state.waiting.isEmpty {
-                    try save(&state)
+                    try await save(&state)
                     return state.parked.isEmpty ? .finished : .halted
                 }
             }
-            if state.checkpointDue(since: .seconds(Int64(rng.next() % 2)), every: 5, interval: .seconds(1)) { try save(&state) }
+            if state.checkpointDue(since: .seconds(Int64(rng.next() % 2)), every: 5, interval: .seconds(1)) { try await save(&state) }
         }
     }
 
     /// A checkpoint saved whole, as `JobRepository.checkpoint` saves it.
-    private mutating func save(_ state: inout ShardRunState) throws {
+    private mutating func save(_ state: inout ShardRunState) async throws {
         let checkpoint = state.takeCheckpoint(now: now)
+        try await store?.save(checkpoint)
         published += checkpoint.receipts
         // A run that has not passed a subscription yet saves no cursor: the saved one stays
         // (`COALESCE` in `JobRepository.checkpoint`).
@@ -265,5 +275,104 @@ struct World {
             #expect(counts.accepted == Int64(accepted), "seed \(seed): accepted \(counts.accepted) against \(accepted) receipts")
         }
         #expect(saved.rows.isEmpty, "seed \(seed): \(saved.rows.count) parked rows left")
+    }
+}
+
+/// Seeds of the model replayed against real PostgreSQL: every checkpoint goes through
+/// `JobRepository.checkpoint` (where the last loss bug lived), and every restart — after a
+/// crash, a halt or at the end — reads the shard's cursor, counts and parked rows back with a
+/// new claim and `parkedRetries`, checks them against what the model saved, and resumes from
+/// what the database holds.
+@Suite(.enabled(if: TestEnvironment.shouldRun(needing: TestEnvironment.databaseVariable)), .timeLimit(.minutes(3)))
+struct ShardRunStateReplayTests {
+    @Test func seedsReplayedThroughJobRepositoryCheckpointEndTheSame() async throws {
+        let database = try await WorkerTestDatabase.migrated(apps: [World.appID])
+        let pool = database.pool()
+        var replayed = 0, crashes = 0, parkedRows = 0
+        for seed in UInt64(1)...400 {
+            // The seeds with crashes and more than one run, the cases where saving matters.
+            let start = Timestamp(seconds: Timestamp.now.seconds)
+            var probe = World(seed: seed, now: start)
+            try await probe.runToTheEnd()
+            guard probe.crashes >= 2 else { continue }
+            let store = try await PostgresCheckpoints(pool: pool, seed: seed, audience: probe.audience)
+            var world = World(seed: seed, now: start)
+            world.store = store
+            try await world.runToTheEnd()
+            #expect(world.published.map(\.id).sorted() == probe.published.map(\.id).sorted(), "seed \(seed): PostgreSQL changed the run")
+            crashes += world.crashes
+            parkedRows += store.parkedRowsSeen
+            replayed += 1
+            if replayed == 12 { break }
+        }
+        #expect(replayed == 12)
+        #expect(crashes >= 24 && parkedRows > 0, "the replay restarts with parked rows to read back")
+        await pool.close()
+        await database.drop()
+    }
+}
+
+/// A shard of one seed's world in PostgreSQL: its job, its audience as subscriptions, and the
+/// lease of the run in progress.
+final class PostgresCheckpoints {
+    let jobs: JobRepository
+    let pool: PostgresPool
+    let jobID: String
+    private var lease: ShardLease?
+    private var runs = 0
+    /// Parked rows read back at restarts, over the whole world.
+    private(set) var parkedRowsSeen = 0
+
+    init(pool: PostgresPool, seed: UInt64, audience: [AudienceMember]) async throws {
+        self.pool = pool
+        jobs = JobRepository(pool: pool)
+        jobID = "job-replay-\(seed)"
+        try await pool.query("DELETE FROM subscriptions WHERE app_id = $1", [World.appID])
+        try await pool.query("""
+            INSERT INTO subscriptions (id, app_id, platform, token)
+            SELECT id, $1, platform, token FROM unnest($2::uuid[], $3::text[], $4::text[]) AS s(id, platform, token)
+            """, [World.appID, SQLValue.array(audience.map(\.id)), SQLValue.array(audience.map { $0.platform == .android ? "android" : "ios" }),
+                  SQLValue.array(audience.map(\.token))])
+        _ = try await jobs.insert(id: jobID, appID: World.appID, kind: "notification", body: #"{"id":"\#(jobID)"}"#, createdAt: .now)
+    }
+
+    /// Gives up the lease (as one that expired after a crash), claims the shard again, and
+    /// returns what PostgreSQL holds — having checked it against `expecting`.
+    func restart(expecting: World.Saved, invalidated: Set<String>) async throws -> World.Saved {
+        if let lease { _ = try await jobs.release(lease) }
+        runs += 1
+        let claim = try await jobs.claim(jobID: jobID, shardNo: 0, shardCount: 1, range: SubscriptionRange(from: Shard.minimumID),
+                                         holder: "run-\(runs)")
+        guard case .claimed(let claimed) = claim else {
+            Issue.record("\(jobID): not claimed again: \(claim)")
+            return expecting
+        }
+        lease = claimed
+        let rows = try await jobs.parkedRetries(claimed)
+        parkedRowsSeen += rows.count
+        var saved = World.Saved(cursor: claimed.cursor, counts: claimed.counts)
+        for row in rows { saved.rows[row.subscriptionID] = row }
+        #expect(saved.cursor == expecting.cursor, "\(jobID): cursor")
+        #expect(saved.counts == expecting.counts, "\(jobID): counts")
+        // The database sets first_attempt_at by its own clock; the rest is what the run parked.
+        let strip = { (rows: [String: ParkedRetry]) in
+            rows.mapValues { ParkedRetry(subscriptionID: $0.subscriptionID, attempts: $0.attempts, nextAttemptAt: $0.nextAttemptAt, lastReason: $0.lastReason) }
+        }
+        #expect(strip(saved.rows) == strip(expecting.rows), "\(jobID): parked rows")
+        let stored = try await pool.query("SELECT id FROM subscriptions WHERE app_id = $1 AND invalidated_at IS NOT NULL", [World.appID])
+        #expect(Set(stored.rows.compactMap { $0.first ?? nil }) == invalidated, "\(jobID): invalidated subscriptions")
+        return saved
+    }
+
+    /// Saves `checkpoint` as the worker does.
+    func save(_ checkpoint: ShardRunState.Checkpoint) async throws {
+        guard var current = lease else {
+            Issue.record("\(jobID): a checkpoint without a lease")
+            return
+        }
+        try await jobs.checkpoint(&current, cursor: checkpoint.cursor, counts: checkpoint.counts, park: checkpoint.park,
+                                  resolved: checkpoint.resolved,
+                                  invalidations: checkpoint.invalidations.isEmpty ? nil : (World.appID, checkpoint.invalidations))
+        lease = current
     }
 }
