@@ -229,7 +229,10 @@ public struct Receipt: Sendable, Equatable {
         }
         string("action_id", actionID)
         string("app_id", appID)
-        string("at", at.rfc3339)
+        key("at")
+        out.append(UInt8(ascii: "\""))
+        at.appendRFC3339(to: &out)
+        out.append(UInt8(ascii: "\""))
         integer("attempts", attempts)
         integer("audience_estimate", audienceEstimate)
         integer("dead_lettered_shards", deadLetteredShards)

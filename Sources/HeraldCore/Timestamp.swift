@@ -105,25 +105,58 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
 
     /// RFC 3339 in UTC, with as many fraction digits as needed (none, 3, 6 or 9).
     public var rfc3339: String {
+        var out: [UInt8] = []
+        out.reserveCapacity(30)
+        appendRFC3339(to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends ``rfc3339``'s UTF-8 bytes to `out`, without an intermediate string (a receipt
+    /// writes one per notification).
+    public func appendRFC3339(to out: inout [UInt8]) {
         let days = Int((Double(seconds) / 86_400).rounded(.down))
         let secondOfDay = Int(seconds - Int64(days) * 86_400)
         let (year, month, day) = Timestamp.civilFromDays(days)
-        func pad(_ value: Int, _ width: Int) -> String {
-            let text = String(value)
-            return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
-        }
-        var text = "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2))"
-        if nanoseconds != 0 {
-            let nanos = Int(nanoseconds)
-            if nanos % 1_000_000 == 0 {
-                text += "." + pad(nanos / 1_000_000, 3)
-            } else if nanos % 1000 == 0 {
-                text += "." + pad(nanos / 1000, 6)
-            } else {
-                text += "." + pad(nanos, 9)
+        func digits(_ value: Int, _ width: Int) {
+            guard value >= 0 else {
+                out.append(UInt8(ascii: "-"))
+                out.append(contentsOf: String(-value).utf8)
+                return
+            }
+            var divisor = 1
+            for _ in 1..<width { divisor *= 10 }
+            // Wider values (a year past 9999) keep all their digits.
+            while value / divisor >= 10 { divisor *= 10 }
+            var rest = value
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+                rest %= divisor
+                divisor /= 10
             }
         }
-        return text + "Z"
+        digits(year, 4)
+        out.append(UInt8(ascii: "-"))
+        digits(month, 2)
+        out.append(UInt8(ascii: "-"))
+        digits(day, 2)
+        out.append(UInt8(ascii: "T"))
+        digits(secondOfDay / 3600, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(secondOfDay / 60 % 60, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(secondOfDay % 60, 2)
+        if nanoseconds != 0 {
+            let nanos = Int(nanoseconds)
+            out.append(UInt8(ascii: "."))
+            if nanos % 1_000_000 == 0 {
+                digits(nanos / 1_000_000, 3)
+            } else if nanos % 1000 == 0 {
+                digits(nanos / 1000, 6)
+            } else {
+                digits(nanos, 9)
+            }
+        }
+        out.append(UInt8(ascii: "Z"))
     }
 
     public var description: String { rfc3339 }

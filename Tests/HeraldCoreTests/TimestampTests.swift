@@ -29,6 +29,19 @@ import HeraldCore
         #expect(Timestamp(seconds: 0, nanoseconds: 1).rfc3339 == "1970-01-01T00:00:00.000000001Z")
     }
 
+    @Test func appendsTheSameBytesItWritesWithEveryFractionWidth() throws {
+        var generator = SplitMix64(seed: 3339)
+        for _ in 0..<2_000 {
+            let seconds = Int64(generator.next() % 250_000_000_000) - 2_000_000_000
+            let nanoseconds = [0, 250_000_000, 123_456_000, 987_654_321][Int(generator.next() % 4)]
+            let timestamp = Timestamp(seconds: seconds, nanoseconds: Int32(nanoseconds))
+            var out = Array("x".utf8)
+            timestamp.appendRFC3339(to: &out)
+            #expect(out == Array("x".utf8) + Array(timestamp.rfc3339.utf8))
+            #expect(Timestamp(rfc3339: timestamp.rfc3339) == timestamp)
+        }
+    }
+
     @Test func roundTripsOverCenturies() throws {
         for seconds in stride(from: Int64(-2_000_000_000), through: 200_000_000_000, by: 7_777_777) {
             let timestamp = Timestamp(seconds: seconds)
