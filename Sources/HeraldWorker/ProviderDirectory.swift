@@ -227,10 +227,11 @@ final class AppDelivery: Sendable {
 
     /// Renders and sends `job` to `member` as ``send(_:to:token:now:validateOnly:)`` does, calling
     /// `completion` with the outcome (on a provider's event loop, or at once when nothing is sent)
-    /// instead of suspending: the shard run's path, with no task per send.
-    func start(_ job: Job, to member: AudienceMember, token: String, now: Timestamp,
+    /// instead of suspending: the shard run's path, with no task per send. `templates`: the
+    /// run's renderings of the job, made once per shape of device.
+    func start(_ job: Job, to member: AudienceMember, token: String, now: Timestamp, templates: PushTemplates? = nil,
                completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
-        switch prepare(job, to: member, token: token, now: now, validateOnly: false) {
+        switch prepare(job, to: member, token: token, now: now, validateOnly: false, templates: templates) {
         case .decided(let outcome): completion(outcome)
         case .apns(let client, let notification): client.execute(notification) { completion(DeliveryOutcome($0)) }
         case .fcm(let client, let body): client.execute(body: body) { completion(DeliveryOutcome($0)) }
@@ -244,8 +245,10 @@ final class AppDelivery: Sendable {
         case fcm(FCMClient, [UInt8])
     }
 
-    private func prepare(_ job: Job, to member: AudienceMember, token: String, now: Timestamp, validateOnly: Bool) -> Prepared {
-        let rendered = PushRender.render(job, to: member, token: token, app: settings, now: now)
+    private func prepare(_ job: Job, to member: AudienceMember, token: String, now: Timestamp, validateOnly: Bool,
+                         templates: PushTemplates? = nil) -> Prepared {
+        let rendered = templates?.render(job, to: member, token: token, delivery: self, now: now)
+            ?? PushRender.render(job, to: member, token: token, app: settings, now: now)
         if case .failed(.unknownChannel, let detail) = rendered { return .decided(.failed(reason: .unknownChannel, providerReason: detail)) }
         switch Self.provider(for: member, kind: job.kind) {
         case .apns:

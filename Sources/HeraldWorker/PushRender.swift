@@ -7,7 +7,7 @@ import HeraldPostgres
 /// ``AppDelivery`` only sends what this decided.
 enum PushRender {
     /// A rendered request, or why there is none.
-    enum Result: Sendable {
+    enum Result: Sendable, Equatable {
         /// An APNs request.
         case apns(APNsNotification)
         /// An FCM `messages:send` body.

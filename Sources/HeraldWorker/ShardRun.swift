@@ -28,6 +28,8 @@ final class ShardRun {
     var tally = SendTally()
     /// The retries' jitter: not a secret, so no system call per answer.
     var jitter = SplitMix64(seed: UInt64.random(in: .min ... .max))
+    /// The job rendered once per shape of device.
+    let templates = PushTemplates()
     /// `delivery.throttle_per_minute`: one token per send, from the job's shared bucket.
     var throttle: JobThrottle?
     /// Provider ceilings: one slot per send, this worker's share.
@@ -194,7 +196,7 @@ final class ShardRun {
         tally.started()
         let inbox = self.inbox
         let started = ContinuousClock.now
-        delivery.start(job, to: send.member, token: send.token, now: .now) { outcome in
+        delivery.start(job, to: send.member, token: send.token, now: .now, templates: templates) { outcome in
             let elapsed = ContinuousClock.now - started
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
             inbox.post(.sent(send, outcome: outcome, seconds: seconds))
