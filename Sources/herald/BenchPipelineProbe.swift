@@ -64,6 +64,11 @@ final class UrgentProbe: Sendable {
     private struct State {
         var acknowledged: [String: ContinuousClock.Instant] = [:]
         var accepted: [String: ContinuousClock.Instant] = [:]
+        /// The wall-clock time of each acknowledgement, and each `accepted` receipt's own time
+        /// (the worker's, when the provider answered): the share of the latency spent before
+        /// the receipt is produced.
+        var acknowledgedAt: [String: Timestamp] = [:]
+        var answeredAt: [String: Timestamp] = [:]
         var failures = 0
         var loadAverages: [Double] = []
     }
@@ -121,8 +126,10 @@ final class UrgentProbe: Sendable {
             do {
                 _ = try await producer.send(topic: topic, key: id, value: job.serialized())
                 let now = ContinuousClock.now
+                let wallNow = Timestamp.now
                 state.withLock { state in
                     state.acknowledged[id] = now
+                    state.acknowledgedAt[id] = wallNow
                     if let load { state.loadAverages.append(load) }
                 }
             } catch {
@@ -137,7 +144,10 @@ final class UrgentProbe: Sendable {
         guard receipt.jobID.hasPrefix("probe-"), receipt.appID == Self.appID else { return false }
         if receipt.stage == .accepted {
             state.withLock { state in
-                if state.accepted[receipt.jobID] == nil { state.accepted[receipt.jobID] = instant }
+                if state.accepted[receipt.jobID] == nil {
+                    state.accepted[receipt.jobID] = instant
+                    state.answeredAt[receipt.jobID] = receipt.at
+                }
             }
         }
         return true
@@ -148,14 +158,20 @@ final class UrgentProbe: Sendable {
     var json: [String: JSONValue] {
         state.withLock { state in
             var latencies: [Double] = []
+            var workerLatencies: [Double] = []
             for (id, acknowledged) in state.acknowledged {
                 guard let accepted = state.accepted[id] else { continue }
                 latencies.append(max(0, BenchMeasure.seconds(accepted - acknowledged) * 1000))
+                if let sent = state.acknowledgedAt[id], let answered = state.answeredAt[id] {
+                    workerLatencies.append(max(0, answered.date.timeIntervalSince(sent.date) * 1000))
+                }
             }
             latencies.sort()
-            func percentile(_ q: Double) -> JSONValue {
-                guard !latencies.isEmpty else { return .null }
-                return .double((latencies[min(latencies.count - 1, Int((Double(latencies.count - 1) * q).rounded(.up)))] * 10).rounded() / 10)
+            workerLatencies.sort()
+            func percentile(_ q: Double, of values: [Double]? = nil) -> JSONValue {
+                let values = values ?? latencies
+                guard !values.isEmpty else { return .null }
+                return .double((values[min(values.count - 1, Int((Double(values.count - 1) * q).rounded(.up)))] * 10).rounded() / 10)
             }
             let loads = state.loadAverages
             return [
@@ -163,6 +179,8 @@ final class UrgentProbe: Sendable {
                 "urgent_answered": .int(latencies.count),
                 "urgent_send_failures": .int(state.failures),
                 "urgent_p50_ms": percentile(0.5), "urgent_p99_ms": percentile(0.99), "urgent_max_ms": percentile(1),
+                "urgent_answered_p50_ms": percentile(0.5, of: workerLatencies),
+                "urgent_answered_p99_ms": percentile(0.99, of: workerLatencies),
                 "load_average_mean": loads.isEmpty ? .null : .double((loads.reduce(0, +) / Double(loads.count) * 100).rounded() / 100),
                 "load_average_max": loads.max().map { .double($0) } ?? .null,
             ]
