@@ -1,3 +1,5 @@
+public import HeraldCore
+
 /// A topic and one of its partitions.
 public struct KafkaTopicPartition: Sendable, Hashable, CustomStringConvertible {
     /// The topic name.
@@ -52,19 +54,22 @@ public struct KafkaMessage: Sendable {
     public var isTombstone: Bool
     /// Message headers, in order.
     public var headers: [KafkaHeader]
+    /// The message's timestamp: when its producer handed it to its client (the topic's default,
+    /// CreateTime) or when the broker appended it (LogAppendTime); nil when there is none.
+    public var timestamp: Timestamp?
     /// The consumer assignment the message was read under, so work finishing after its partition
     /// was revoked (and perhaps assigned again) cannot move the new assignment's offsets.
     var assignmentEpoch: UInt64
 
     /// A message (for tests and for code that builds messages itself).
     public init(topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8], isTombstone: Bool = false,
-                headers: [KafkaHeader] = []) {
+                headers: [KafkaHeader] = [], timestamp: Timestamp? = nil) {
         self.init(topic: topic, partition: partition, offset: offset, key: key, value: value, isTombstone: isTombstone,
-                  headers: headers, assignmentEpoch: 0)
+                  headers: headers, timestamp: timestamp, assignmentEpoch: 0)
     }
 
     init(topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8], isTombstone: Bool,
-         headers: [KafkaHeader], assignmentEpoch: UInt64) {
+         headers: [KafkaHeader], timestamp: Timestamp?, assignmentEpoch: UInt64) {
         self.topic = topic
         self.partition = partition
         self.offset = offset
@@ -72,6 +77,7 @@ public struct KafkaMessage: Sendable {
         self.value = value
         self.isTombstone = isTombstone
         self.headers = headers
+        self.timestamp = timestamp
         self.assignmentEpoch = assignmentEpoch
     }
 

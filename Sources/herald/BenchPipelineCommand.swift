@@ -145,7 +145,7 @@ enum BenchPipelineCommand {
                     continue
                 }
                 guard let receipt = try? Receipt.decode(message.value) else { continue }
-                if let probe, probe.take(receipt, at: clock.now) { continue }
+                if let probe, probe.take(receipt, at: clock.now, produced: message.timestamp) { continue }
                 guard receipt.jobID == jobID else { continue }
                 switch receipt.stage {
                 case .planned:

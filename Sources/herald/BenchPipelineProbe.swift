@@ -69,6 +69,8 @@ final class UrgentProbe: Sendable {
         /// the receipt is produced.
         var acknowledgedAt: [String: Timestamp] = [:]
         var answeredAt: [String: Timestamp] = [:]
+        /// The receipt message's own timestamp: when the worker handed it to its producer.
+        var producedAt: [String: Timestamp] = [:]
         var failures = 0
         var loadAverages: [Double] = []
     }
@@ -139,14 +141,16 @@ final class UrgentProbe: Sendable {
         }
     }
 
-    /// Takes `receipt` when it is a probe's; `at` is when it was read.
-    func take(_ receipt: Receipt, at instant: ContinuousClock.Instant) -> Bool {
+    /// Takes `receipt` when it is a probe's; `at` is when it was read, `produced` its message's
+    /// timestamp.
+    func take(_ receipt: Receipt, at instant: ContinuousClock.Instant, produced: Timestamp?) -> Bool {
         guard receipt.jobID.hasPrefix("probe-"), receipt.appID == Self.appID else { return false }
         if receipt.stage == .accepted {
             state.withLock { state in
                 if state.accepted[receipt.jobID] == nil {
                     state.accepted[receipt.jobID] = instant
                     state.answeredAt[receipt.jobID] = receipt.at
+                    state.producedAt[receipt.jobID] = produced
                 }
             }
         }
@@ -159,15 +163,20 @@ final class UrgentProbe: Sendable {
         state.withLock { state in
             var latencies: [Double] = []
             var workerLatencies: [Double] = []
+            var producedLatencies: [Double] = []
             for (id, acknowledged) in state.acknowledged {
                 guard let accepted = state.accepted[id] else { continue }
                 latencies.append(max(0, BenchMeasure.seconds(accepted - acknowledged) * 1000))
                 if let sent = state.acknowledgedAt[id], let answered = state.answeredAt[id] {
                     workerLatencies.append(max(0, answered.date.timeIntervalSince(sent.date) * 1000))
                 }
+                if let sent = state.acknowledgedAt[id], let produced = state.producedAt[id] {
+                    producedLatencies.append(max(0, produced.date.timeIntervalSince(sent.date) * 1000))
+                }
             }
             latencies.sort()
             workerLatencies.sort()
+            producedLatencies.sort()
             func percentile(_ q: Double, of values: [Double]? = nil) -> JSONValue {
                 let values = values ?? latencies
                 guard !values.isEmpty else { return .null }
@@ -181,6 +190,8 @@ final class UrgentProbe: Sendable {
                 "urgent_p50_ms": percentile(0.5), "urgent_p99_ms": percentile(0.99), "urgent_max_ms": percentile(1),
                 "urgent_answered_p50_ms": percentile(0.5, of: workerLatencies),
                 "urgent_answered_p99_ms": percentile(0.99, of: workerLatencies),
+                "urgent_produced_p50_ms": percentile(0.5, of: producedLatencies),
+                "urgent_produced_p99_ms": percentile(0.99, of: producedLatencies),
                 "load_average_mean": loads.isEmpty ? .null : .double((loads.reduce(0, +) / Double(loads.count) * 100).rounded() / 100),
                 "load_average_max": loads.max().map { .double($0) } ?? .null,
             ]

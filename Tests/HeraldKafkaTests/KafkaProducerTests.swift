@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import HeraldKafka
 import HeraldTestSupport
 import Testing
@@ -19,7 +20,9 @@ extension KafkaMockClusterIntegration {
                                      headers: [KafkaHeader(name: "index", string: String(index)),
                                                KafkaHeader(name: "bytes", value: [0, 255, UInt8(index % 256)])])
             }
+            let producedFrom = Timestamp.now.seconds
             let reports = try await produceAll(producer, messages)
+            let producedBy = Timestamp.now.seconds
             #expect(reports.count == total)
             #expect(Set(reports.map { "\($0.partition)/\($0.offset)" }).count == total)
             #expect(Set(reports.map(\.partition)) == [0, 1, 2, 3])
@@ -44,6 +47,10 @@ extension KafkaMockClusterIntegration {
                     continue
                 }
                 if seen[index] { problems.append("\(index) twice") }
+                // The producer's CreateTime, to the millisecond.
+                if let seconds = message.timestamp?.seconds, (producedFrom...producedBy).contains(seconds) {} else {
+                    problems.append("message \(index) stamped \(message.timestamp.map(\.description) ?? "nil")")
+                }
                 seen[index] = true
                 let expectedHeaders = [KafkaHeader(name: "index", string: String(index)), KafkaHeader(name: "bytes", value: [0, 255, UInt8(index % 256)])]
                 if message.valueString != "payload-\(index)" || message.keyString != "user-\(index % 500)" || message.headers != expectedHeaders {

@@ -1,4 +1,5 @@
 internal import CRdKafka
+import HeraldCore
 
 /// Reading a message out of librdkafka.
 enum RDKafkaMessage {
@@ -35,7 +36,11 @@ enum RDKafkaMessage {
                 index += 1
             }
         }
+        var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
+        let milliseconds = rd_kafka_message_timestamp(raw, &timestampType)
+        let timestamp = timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE || milliseconds < 0 ? nil
+            : Timestamp(seconds: milliseconds / 1000, nanoseconds: Int32(milliseconds % 1000) * 1_000_000)
         return .message(KafkaMessage(topic: topic, partition: message.partition, offset: message.offset, key: key, value: value,
-                                     isTombstone: message.payload == nil, headers: headers, assignmentEpoch: 0))
+                                     isTombstone: message.payload == nil, headers: headers, timestamp: timestamp, assignmentEpoch: 0))
     }
 }
