@@ -108,12 +108,17 @@ final class PushTemplates {
 
     /// Whether `value` can be spliced into JSON as it is, at any depth.
     static func splicable(_ value: String) -> Bool {
-        value.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: ":"), UInt8(ascii: "."): true
-            default: false
-            }
+        for byte in value.utf8 where !splicableBytes[Int(byte)] { return false }
+        return true
+    }
+
+    /// `[A-Za-z0-9_:.-]`, by byte.
+    private static let splicableBytes: [Bool] = (0...255).map { code in
+        let byte = UInt8(code)
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: ":"), UInt8(ascii: "."): return true
+        default: return false
         }
     }
 
