@@ -1,5 +1,5 @@
 import Foundation
-public import HeraldCore
+import HeraldCore
 public import HeraldCrypto
 import HeraldHTTP2
 import Synchronization
