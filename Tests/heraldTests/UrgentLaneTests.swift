@@ -39,9 +39,24 @@ struct UrgentLaneTests {
         let warmID = try #require(ids.first)
         let targetID = try #require(ids.last)
 
-        // A first urgent job: the urgent topics exist and the lane's consumers are assigned.
-        try await world.produce(urgent: true, HeraldRunWorld.job(id: "warm", audience: #"{"subscription_ids":["\#(warmID)"]}"#, urgent: true), id: "warm")
-        #expect(try await world.wait(seconds: 120) { world.receipts.terminal(job: "warm") == 1 }, "the warm-up urgent job was not delivered")
+        // Warm-up urgent jobs, a second apart, until three in a row are accepted within a second:
+        // the urgent topics exist and the lane's group has settled. (A CI run saw the group still
+        // rebalancing 10 s after the first warm-up job, with the mock cluster's 5 s rounds, and
+        // the measured job waited 21 s for its partition's new owner.)
+        var quick = 0
+        var warmed = 0
+        let settleBy = Date().addingTimeInterval(120)
+        while quick < 3 && Date() < settleBy {
+            warmed += 1
+            let id = "warm\(warmed)"
+            let sent = Timestamp.now
+            try await world.produce(urgent: true, HeraldRunWorld.job(id: id, audience: #"{"subscription_ids":["\#(warmID)"]}"#, urgent: true), id: id)
+            let delivered = try await world.wait(seconds: 30) { world.receipts.terminal(job: id) == 1 }
+            let accepted = world.receipts.first(job: id, stage: .accepted)
+            if delivered, let accepted, accepted.at.unixMilliseconds - sent.unixMilliseconds <= 1_000 { quick += 1 } else { quick = 0 }
+            try await Task.sleep(for: .seconds(1))
+        }
+        #expect(quick == 3, "the urgent lane did not settle: \(warmed) warm-up jobs in 120 s")
 
         // The campaign: every device, on the campaign lane.
         try await world.produce(urgent: false, HeraldRunWorld.job(id: "campaign", audience: #"{"all":true}"#, urgent: false), id: "campaign")
@@ -56,7 +71,7 @@ struct UrgentLaneTests {
         // Still running afterwards: the urgent job did not wait for the campaign to end.
         try await Task.sleep(for: .seconds(2))
         let after = world.receipts.terminal(job: "campaign")
-        FileHandle.standardError.write(Data("urgent lane: accepted \(String(format: "%.3f", latency)) s after it was produced; campaign receipts \(before) before, \(after) 2 s after, of 200,000\n".utf8))
+        FileHandle.standardError.write(Data("urgent lane: accepted \(String(format: "%.3f", latency)) s after it was produced (received by a worker \(world.received(job: "code", since: produced)) ms after); \(warmed) warm-up jobs; campaign receipts \(before) before, \(after) 2 s after, of 200,000\n".utf8))
         #expect(latency <= 1.0, "the urgent job took \(latency) s")
         #expect(after > before && after < 200_000, "the campaign was in progress around the urgent job")
         #expect(world.receipts.terminal(job: "code") == 1 && accepted.subscriptionID == targetID)
@@ -150,6 +165,18 @@ final class HeraldRunWorld: @unchecked Sendable {
 
     func output(_ label: String) -> String {
         (try? String(contentsOf: directory.appendingPathComponent("\(label).out"), encoding: .utf8)) ?? ""
+    }
+
+    /// Milliseconds from `since` to the first worker's "job received" line for `job`, or "?" when
+    /// no worker logged one: tells the lane's consumption apart from the delivery after it.
+    func received(job: String, since: Timestamp) -> String {
+        let lines = workers.indices.flatMap { output("worker\($0)").split(separator: "\n") }
+        for line in lines where line.contains(#""message":"job received""#) && line.contains(#""job_id":"\#(job)""#) {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  let time = object["time"] as? String, let at = Timestamp(rfc3339: time) else { continue }
+            return String(at.unixMilliseconds - since.unixMilliseconds)
+        }
+        return "?"
     }
 
     func startSimulator() throws {
