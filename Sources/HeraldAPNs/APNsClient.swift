@@ -112,10 +112,13 @@ public final class APNsClient: Sendable {
 
     /// Sends one notification as ``send(_:)`` does, calling `completion` with the outcome instead
     /// of suspending: on the pool's event loop, or at once when the provider token cannot be signed.
-    public func execute(_ notification: APNsNotification, completion: @escaping @Sendable (APNsOutcome) -> Void) {
+    /// `submissions`: gather the request there, to be sent with others by its owner's
+    /// ``HTTP2Submissions/submit()`` (a refreshed token's resend goes at once).
+    public func execute(_ notification: APNsNotification, submissions: HTTP2Submissions? = nil,
+                        completion: @escaping @Sendable (APNsOutcome) -> Void) {
         let pool = environment(for: notification) == .sandbox ? sandbox : production
         guard case .token(let source) = authentication else {
-            execute(request(for: notification, bearer: nil), on: pool, completion: completion)
+            execute(request(for: notification, bearer: nil), on: pool, submissions: submissions, completion: completion)
             return
         }
         let bearer: String
@@ -123,7 +126,7 @@ public final class APNsClient: Sendable {
             completion(.credentialFault(reason: "cannot sign the provider token: \(error)"))
             return
         }
-        execute(request(for: notification, bearer: bearer), on: pool) { outcome in
+        execute(request(for: notification, bearer: bearer), on: pool, submissions: submissions) { outcome in
             guard outcome == .credentialFault(reason: "ExpiredProviderToken") else { return completion(outcome) }
             let fresh: String
             do { fresh = try source.refresh(after: bearer) } catch {
@@ -134,10 +137,11 @@ public final class APNsClient: Sendable {
         }
     }
 
-    private func execute(_ request: HTTP2Request, on pool: HTTP2Client, completion: @escaping @Sendable (APNsOutcome) -> Void) {
+    private func execute(_ request: HTTP2Request, on pool: HTTP2Client, submissions: HTTP2Submissions? = nil,
+                         completion: @escaping @Sendable (APNsOutcome) -> Void) {
         let certificateAuth: Bool
         if case .certificate = authentication { certificateAuth = true } else { certificateAuth = false }
-        pool.execute(request) { result in
+        let answered: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void = { result in
             switch result {
             case .success(let response):
                 let outcome = APNsOutcome.classify(response)
@@ -150,6 +154,11 @@ public final class APNsClient: Sendable {
             case .failure(let error):
                 completion(APNsOutcome.classify(error, certificateAuth: certificateAuth))
             }
+        }
+        if let submissions {
+            submissions.add(request, to: pool, completion: answered)
+        } else {
+            pool.execute(request, completion: answered)
         }
     }
 

@@ -32,12 +32,14 @@ public final class FCMClient: Sendable {
     /// outcome instead of suspending: with a valid access token cached (nearly always), the request
     /// goes straight to the pool and `completion` runs on its event loop; a token to fetch or a
     /// refused token continues in a task of its own.
-    public func execute(body: [UInt8], completion: @escaping @Sendable (FCMOutcome) -> Void) {
+    /// `submissions`: gather the request there, to be sent with others by its owner's
+    /// ``HTTP2Submissions/submit()``.
+    public func execute(body: [UInt8], submissions: HTTP2Submissions? = nil, completion: @escaping @Sendable (FCMOutcome) -> Void) {
         guard let token = tokens.validToken() else {
             Task { completion(await self.send(body: body, refreshed: false)) }
             return
         }
-        client.execute(request(body: body, token: token)) { result in
+        let answered: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void = { result in
             switch result {
             case .failure(let error):
                 completion(FCMOutcome.classify(error))
@@ -49,6 +51,12 @@ public final class FCMClient: Sendable {
             case .success(let response):
                 completion(FCMOutcome.classify(response))
             }
+        }
+        let request = self.request(body: body, token: token)
+        if let submissions {
+            submissions.add(request, to: client, completion: answered)
+        } else {
+            client.execute(request, completion: answered)
         }
     }
 

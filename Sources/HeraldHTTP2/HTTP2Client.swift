@@ -93,6 +93,27 @@ public final class HTTP2Client: @unchecked Sendable, HTTP2ClientConnectionOwner 
         }
     }
 
+    /// A request and what to call with its answer, for a batch sent with one hop onto the loop.
+    public struct Submission: Sendable {
+        public var request: HTTP2Request
+        public var completion: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
+
+        public init(request: HTTP2Request, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void) {
+            self.request = request
+            self.completion = completion
+        }
+    }
+
+    /// Sends every request of `batch` as ``execute(_:completion:)`` does, in order, with one hop
+    /// onto the pool's event loop for all of them (``HTTP2Submissions``).
+    public func execute(_ batch: [Submission]) {
+        if loop.inEventLoop {
+            for item in batch { executeOnLoop(item.request, completion: item.completion) }
+        } else {
+            loop.execute { for item in batch { self.executeOnLoop(item.request, completion: item.completion) } }
+        }
+    }
+
     /// Sends `request` and waits for the answer.
     public func send(_ request: HTTP2Request) async throws(HTTP2Error) -> HTTP2Response {
         let result: Result<HTTP2Response, HTTP2Error> = await withCheckedContinuation { continuation in

@@ -1,4 +1,5 @@
 import HeraldCore
+import HeraldHTTP2
 import HeraldPostgres
 
 /// One run of one shard: the driver of ``ShardRunState``. It pages the audience, starts each send
@@ -30,6 +31,9 @@ final class ShardRun {
     var jitter = SplitMix64(seed: UInt64.random(in: .min ... .max))
     /// The job rendered once per shape of device.
     let templates = PushTemplates()
+    /// Requests started since the run last waited: handed to the providers' event loops together
+    /// by ``submit()``, which every wait of the run calls first.
+    let submissions = HTTP2Submissions()
     /// `delivery.throttle_per_minute`: one token per send, from the job's shared bucket.
     var throttle: JobThrottle?
     /// Provider ceilings: one slot per send, this worker's share.
@@ -80,6 +84,7 @@ final class ShardRun {
                 }
             }
             defer {
+                submit()
                 ticker.cancel()
                 context.metrics.add(&tally)
             }
@@ -97,6 +102,7 @@ final class ShardRun {
                                cursor: lease.cursor, pageSize: context.settings.pageSize, listed: ShardPages.listedIDs(job.audience))
         // 1. The audience, in id order, from the checkpoint.
         sweeping: while !context.stop.isSet {
+            submit()
             guard let page = try await pages.next() else { break }
             try await refresh()
             for member in page {
@@ -172,7 +178,10 @@ final class ShardRun {
                 try await handleNext()
             }
         }
-        try await throttle?.acquire()
+        if throttle != nil {
+            submit()
+            try await throttle?.acquire()
+        }
         try await pace(provider)
         dispatch(send, provider: provider)
         if checkpointDue { try await checkpoint() }
@@ -184,6 +193,7 @@ final class ShardRun {
         guard let rateLimits else { return }
         var wait = rateLimits.reserve(appID: appID, provider: provider)
         guard !job.delivery.urgent else { return }
+        if wait > Self.pacingSlackSeconds { submit() }
         while wait > Self.pacingSlackSeconds {
             let step = min(wait, 0.25)
             try? await Task.sleep(for: .microseconds(Int64(step * 1_000_000)))
@@ -196,7 +206,7 @@ final class ShardRun {
         tally.started()
         let inbox = self.inbox
         let started = ContinuousClock.now
-        delivery.start(job, to: send.member, token: send.token, now: .now, templates: templates) { outcome in
+        delivery.start(job, to: send.member, token: send.token, now: .now, templates: templates, submissions: submissions) { outcome in
             let elapsed = ContinuousClock.now - started
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
             inbox.post(.sent(send, outcome: outcome, seconds: seconds))
@@ -216,10 +226,17 @@ final class ShardRun {
 
     /// Waits for the next batch of answers (a tick arrives every 250 ms) and handles it.
     private func handleNext() async throws {
+        submit()
         try await handle(await inbox.next())
     }
 
+    /// Sends the requests started since the run last waited.
+    private func submit() {
+        submissions.submit()
+    }
+
     private func handle(_ items: [SendInbox.Item]) async throws {
+        submit()
         var ticked = false
         for item in items {
             switch item {
@@ -278,6 +295,7 @@ final class ShardRun {
 
     /// Re-reads the app (halts set or lifted elsewhere) and the job's state (cancellation).
     private func refresh() async throws {
+        submit()
         lastRefresh = ContinuousClock.now
         await rateLimits?.refreshOverrides(appID: appID)
         if let latest = try await context.directory.delivery(appID: appID) {
@@ -303,6 +321,7 @@ final class ShardRun {
     /// lost subscriptions: a takeover resumes with the audience minus the invalidated ones, so
     /// their counts, and their receipts if not yet published, were never made again.)
     func checkpoint() async throws {
+        submit()
         let saving = state.takeCheckpoint(now: .now)
         for (provider, reason) in saving.halts {
             try await context.directory.recordHalt(appID: appID, provider: provider, reason: reason)
