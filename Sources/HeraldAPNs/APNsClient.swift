@@ -89,8 +89,14 @@ public final class APNsClient: Sendable {
 
     /// The HTTP/2 request for `notification`, with `bearer` as the provider token (token auth).
     public func request(for notification: APNsNotification, bearer: String?) -> HTTP2Request {
+        request(for: notification, authorization: bearer.map { "bearer " + $0 })
+    }
+
+    /// The request, with `authorization` as the header's whole value (`bearer <token>`).
+    func request(for notification: APNsNotification, authorization: String?) -> HTTP2Request {
         var headers: [HeaderField] = []
-        if let bearer { headers.append(HeaderField("authorization", "bearer \(bearer)")) }
+        headers.reserveCapacity(8)
+        if let authorization { headers.append(HeaderField("authorization", authorization)) }
         headers.append(HeaderField("apns-id", notification.apnsID))
         headers.append(HeaderField("apns-push-type", notification.pushType.rawValue))
         headers.append(HeaderField("apns-topic", notification.pushType.topic(bundleID: configuration.bundleID)))
@@ -122,11 +128,12 @@ public final class APNsClient: Sendable {
             return
         }
         let bearer: String
-        do { bearer = try source.current() } catch {
+        let authorization: String
+        do { (bearer, authorization) = try source.currentAuthorization() } catch {
             completion(.credentialFault(reason: "cannot sign the provider token: \(error)"))
             return
         }
-        execute(request(for: notification, bearer: bearer), on: pool, submissions: submissions) { outcome in
+        execute(request(for: notification, authorization: authorization), on: pool, submissions: submissions) { outcome in
             guard outcome == .credentialFault(reason: "ExpiredProviderToken") else { return completion(outcome) }
             let fresh: String
             do { fresh = try source.refresh(after: bearer) } catch {

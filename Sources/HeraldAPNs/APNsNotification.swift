@@ -94,17 +94,50 @@ public struct APNsNotification: Sendable, Equatable {
     /// log can be matched, and a resend of the same delivery carries the same id: the first 16
     /// bytes of SHA-256 over both, with the version (5) and variant bits of a name-based UUID.
     public static func apnsID(jobID: String, subscriptionID: String) -> String {
-        var bytes = Array(SHA256.hash(Array("herald-apns-id\u{0}\(jobID)\u{0}\(subscriptionID)".utf8)).prefix(16))
-        bytes[6] = (bytes[6] & 0x0F) | 0x50
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        // 8-4-4-4-12 lower-case hex digits, written in one pass.
-        var text = [UInt8]()
-        text.reserveCapacity(36)
-        for (index, byte) in bytes.enumerated() {
-            if index == 4 || index == 6 || index == 8 || index == 10 { text.append(UInt8(ascii: "-")) }
-            text.append(Hex.digit(byte >> 4))
-            text.append(Hex.digit(byte & 0x0F))
+        // One allocation (the result): the input and the digest live on the stack. A worker
+        // derives one per APNs notification.
+        let prefix: StaticString = "herald-apns-id"
+        var jobID = jobID
+        var subscriptionID = subscriptionID
+        return jobID.withUTF8 { job in
+            subscriptionID.withUTF8 { subscription in
+                let count = prefix.utf8CodeUnitCount + 1 + job.count + 1 + subscription.count
+                return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count + 32) { scratch in
+                    var at = 0
+                    func put(_ bytes: UnsafeBufferPointer<UInt8>) {
+                        for byte in bytes {
+                            scratch[at] = byte
+                            at += 1
+                        }
+                    }
+                    put(UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount))
+                    scratch[at] = 0
+                    at += 1
+                    put(job)
+                    scratch[at] = 0
+                    at += 1
+                    put(subscription)
+                    let digest = UnsafeMutableBufferPointer(rebasing: scratch[count...])
+                    SHA256.hash(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: scratch[..<count])),
+                                into: UnsafeMutableRawBufferPointer(digest))
+                    digest[6] = (digest[6] & 0x0F) | 0x50
+                    digest[8] = (digest[8] & 0x3F) | 0x80
+                    // 8-4-4-4-12 lower-case hex digits of the first 16 bytes, written in one pass.
+                    return String(unsafeUninitializedCapacity: 36) { text in
+                        var written = 0
+                        for index in 0..<16 {
+                            if index == 4 || index == 6 || index == 8 || index == 10 {
+                                text[written] = UInt8(ascii: "-")
+                                written += 1
+                            }
+                            text[written] = Hex.digit(digest[index] >> 4)
+                            text[written + 1] = Hex.digit(digest[index] & 0x0F)
+                            written += 2
+                        }
+                        return written
+                    }
+                }
+            }
         }
-        return String(decoding: text, as: UTF8.self)
     }
 }

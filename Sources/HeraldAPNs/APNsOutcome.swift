@@ -27,6 +27,8 @@ public enum APNsOutcome: Sendable, Equatable {
     /// Classifies an APNs response. `ExpiredProviderToken` comes back as a credential fault:
     /// ``APNsClient`` refreshes the token and retries once before reporting it.
     public static func classify(_ response: HTTP2Response) -> APNsOutcome {
+        // Nearly every answer: nothing to parse, and no reason to make.
+        if response.status == 200 { return .accepted(apnsID: response.header("apns-id") ?? "") }
         let json = try? JSONValue.parse(response.body, limits: .init(maxBytes: 64 * 1024))
         let reason = json?["reason"]?.stringValue ?? "HTTP \(response.status)"
         let retryAfter = response.header("retry-after").flatMap { Int($0.filter { $0 != " " }) }

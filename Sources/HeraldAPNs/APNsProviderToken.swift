@@ -22,6 +22,8 @@ public final class APNsProviderToken: Sendable {
 
     private struct State {
         var token: String?
+        /// `bearer <token>`: the `authorization` header value, made once per token.
+        var authorization = ""
         var issuedAt: Int64 = 0
         var minted = 0
     }
@@ -53,6 +55,17 @@ public final class APNsProviderToken: Sendable {
         }
     }
 
+    /// ``current()`` with its `authorization` header value (`bearer <token>`), made once per
+    /// token rather than once per request.
+    public func currentAuthorization() throws(CryptoError) -> (token: String, authorization: String) {
+        let time = now()
+        return try state.withLock { (state: inout State) throws(CryptoError) -> (token: String, authorization: String) in
+            if let token = state.token, time - state.issuedAt < APNsProviderToken.refreshAfterSeconds { return (token, state.authorization) }
+            let token = try mint(&state, at: time)
+            return (token, state.authorization)
+        }
+    }
+
     /// After APNs answered `ExpiredProviderToken` to `rejected`: the token to retry with. A new
     /// one when `rejected` is still the shared token and at least 20 minutes old; the shared one
     /// when another caller has already replaced it; `rejected` itself when it is too young to
@@ -73,6 +86,7 @@ public final class APNsProviderToken: Sendable {
         let claims = JSONValue.object(["iss": .string(teamID), "iat": .int(time)]).serialized()
         let token = try JWT.sign(header: header, claims: claims, key: key)
         state.token = token
+        state.authorization = "bearer " + token
         state.issuedAt = time
         state.minted += 1
         return token

@@ -136,12 +136,23 @@ public struct Receipt: Sendable, Equatable {
     /// `job:subscription:clicked:action` for a button tap (two different buttons tapped are two
     /// events, not a duplicate).
     public var id: String {
-        var id = jobID
-        if let subscriptionID { id += ":" + subscriptionID }
-        id += ":" + stage.rawValue
-        if stage == .clicked, let actionID { id += ":" + actionID }
+        let action = stage == .clicked ? actionID : nil
         // A job can be halted on each provider: two events, not a duplicate.
-        if stage == .halted, let provider { id += ":" + provider.rawValue }
+        let haltedProvider = stage == .halted ? provider?.rawValue : nil
+        // Sized first: one allocation for the one made per notification.
+        var id = ""
+        id.reserveCapacity(jobID.utf8.count + (subscriptionID?.utf8.count ?? 0) + stage.rawValue.utf8.count
+                           + (action?.utf8.count ?? 0) + (haltedProvider?.utf8.count ?? 0) + 4)
+        func add(_ part: String?) {
+            guard let part else { return }
+            id.append(":")
+            id.append(part)
+        }
+        id.append(jobID)
+        add(subscriptionID)
+        add(stage.rawValue)
+        add(action)
+        add(haltedProvider)
         return id
     }
 
@@ -208,7 +219,7 @@ public struct Receipt: Sendable, Equatable {
     /// notification.
     public func serializedBytes() -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(320)
+        out.reserveCapacity(512)
         var first = true
         func key(_ name: StaticString) {
             out.append(first ? UInt8(ascii: "{") : UInt8(ascii: ","))

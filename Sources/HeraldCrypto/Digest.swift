@@ -15,6 +15,16 @@ public enum SHA256 {
         return Array(digest.prefix(Int(length)))
     }
 
+    /// Writes the digest of `buffer` to the first 32 bytes of `digest` (which must hold 32),
+    /// allocating nothing: for digests on a hot path.
+    public static func hash(_ buffer: UnsafeRawBufferPointer, into digest: UnsafeMutableRawBufferPointer) {
+        precondition(digest.count >= 32, "a SHA-256 digest needs 32 bytes")
+        var length: UInt32 = 0
+        let ok = EVP_Digest(buffer.baseAddress, buffer.count, digest.baseAddress?.assumingMemoryBound(to: UInt8.self), &length, EVP_sha256(), nil)
+        // EVP_Digest with a built-in digest fails only when OpenSSL cannot allocate a context.
+        precondition(ok == 1 && length == 32, "EVP_Digest(SHA-256) failed: out of memory")
+    }
+
     /// The digest of `text`'s UTF-8 bytes, as lower-case hex.
     public static func hexDigest(_ text: String) -> String {
         Hex.encode(hash(Array(text.utf8)))

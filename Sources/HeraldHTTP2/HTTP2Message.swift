@@ -77,10 +77,9 @@ public struct HTTP2Response: Sendable {
 
     /// The first header named `name` (lower-case).
     public func header(_ name: String) -> String? {
-        let wanted = Array(name.utf8)
         var found: String?
         forEachHeader { fieldName, value in
-            if fieldName.elementsEqual(wanted) {
+            if fieldName.elementsEqual(name.utf8) {
                 found = String(decoding: value, as: UTF8.self)
                 return false
             }
@@ -120,8 +119,20 @@ final class EncodedHeaderBlock: Sendable {
     let entries: [Entry]
 
     /// `:method`, `:path` (never indexed: it carries device tokens) and `headers`.
-    convenience init(method: String, path: String, headers: [HeaderField]) {
-        self.init([HeaderField(":method", method), HeaderField(":path", path, neverIndex: true)] + headers)
+    /// (Two allocations, the storage and the entries: one of these is made per request.)
+    init(method: String, path: String, headers: [HeaderField]) {
+        var storage: [UInt8] = []
+        storage.reserveCapacity(headers.reduce(":method:path".utf8.count + method.utf8.count + path.utf8.count + 1) {
+            $0 + $1.name.utf8.count + $1.value.utf8.count
+        })
+        var entries: [Entry] = []
+        entries.reserveCapacity(headers.count + 2)
+        EncodedHeaderBlock.add(":method", method, neverIndex: false, to: &storage, &entries)
+        EncodedHeaderBlock.add(":path", path, neverIndex: true, to: &storage, &entries)
+        for field in headers { EncodedHeaderBlock.add(field.name, field.value, neverIndex: field.neverIndex, to: &storage, &entries) }
+        storage.append(0)  // never empty, so the base address is never nil
+        self.storage = storage
+        self.entries = entries
     }
 
     init(_ fields: [HeaderField]) {
@@ -129,16 +140,18 @@ final class EncodedHeaderBlock: Sendable {
         storage.reserveCapacity(fields.reduce(1) { $0 + $1.name.utf8.count + $1.value.utf8.count })
         var entries: [Entry] = []
         entries.reserveCapacity(fields.count)
-        for field in fields {
-            let nameStart = storage.count
-            storage.append(contentsOf: field.name.utf8)
-            let valueStart = storage.count
-            storage.append(contentsOf: field.value.utf8)
-            entries.append(Entry(nameStart: nameStart, nameLength: valueStart - nameStart, valueStart: valueStart,
-                                 valueLength: storage.count - valueStart, neverIndex: field.neverIndex))
-        }
+        for field in fields { EncodedHeaderBlock.add(field.name, field.value, neverIndex: field.neverIndex, to: &storage, &entries) }
         storage.append(0)  // never empty, so the base address is never nil
         self.storage = storage
         self.entries = entries
+    }
+
+    private static func add(_ name: String, _ value: String, neverIndex: Bool, to storage: inout [UInt8], _ entries: inout [Entry]) {
+        let nameStart = storage.count
+        storage.append(contentsOf: name.utf8)
+        let valueStart = storage.count
+        storage.append(contentsOf: value.utf8)
+        entries.append(Entry(nameStart: nameStart, nameLength: valueStart - nameStart, valueStart: valueStart,
+                             valueLength: storage.count - valueStart, neverIndex: neverIndex))
     }
 }

@@ -83,7 +83,19 @@ struct InvalidationGuard: Sendable, Equatable {
 
 /// The guards of one worker, one per (app, provider), shared by every shard of the app.
 final class InvalidationGuards: Sendable {
-    private let guards = Mutex<[String: InvalidationGuard]>([:])
+    private struct Key: Hashable {
+        var appID: String
+        var provider: String
+    }
+
+    /// A guard kept by reference, so recording an answer changes it in place: no copy of its
+    /// window (an allocation per answer when it went through a dictionary by value).
+    private final class Slot {
+        var value: InvalidationGuard
+        init(_ value: InvalidationGuard) { self.value = value }
+    }
+
+    private let guards = Mutex<[Key: Slot]>([:])
     private let window: Int
     private let threshold: Double
 
@@ -93,29 +105,32 @@ final class InvalidationGuards: Sendable {
         self.threshold = threshold
     }
 
-    private static func key(_ appID: String, _ provider: String) -> String { appID + "\u{0}" + provider }
-
     /// Records an answer and returns the verdict after it.
     func record(appID: String, provider: String, invalid: Bool) -> InvalidationGuard.Verdict {
         guards.withLock { guards in
-            let key = Self.key(appID, provider)
-            var current = guards[key] ?? InvalidationGuard(window: window, threshold: threshold)
-            current.record(invalid: invalid)
-            guards[key] = current
-            return current.verdict
+            let key = Key(appID: appID, provider: provider)
+            let slot: Slot
+            if let existing = guards[key] {
+                slot = existing
+            } else {
+                slot = Slot(InvalidationGuard(window: window, threshold: threshold))
+                guards[key] = slot
+            }
+            slot.value.record(invalid: invalid)
+            return slot.value.verdict
         }
     }
 
     /// The verdict now (`final`: for a shard that has ended).
     func verdict(appID: String, provider: String, final: Bool = false) -> InvalidationGuard.Verdict {
         guards.withLock { guards in
-            let current = guards[Self.key(appID, provider)] ?? InvalidationGuard(window: window, threshold: threshold)
+            let current = guards[Key(appID: appID, provider: provider)]?.value ?? InvalidationGuard(window: window, threshold: threshold)
             return final ? current.finalVerdict : current.verdict
         }
     }
 
     /// Forgets the app's answers on `provider` (its halt was lifted).
     func reset(appID: String, provider: String) {
-        _ = guards.withLock { $0.removeValue(forKey: Self.key(appID, provider)) }
+        _ = guards.withLock { $0.removeValue(forKey: Key(appID: appID, provider: provider)) }
     }
 }

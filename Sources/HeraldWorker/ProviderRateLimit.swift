@@ -30,11 +30,18 @@ final class ProviderRateLimits: Sendable {
         var provider: Receipt.Provider
     }
 
-    struct Bucket {
+    /// Kept by reference, so an answer changes it in place under the lock (a dictionary's
+    /// in-place `modify` allocated on every answer).
+    final class Bucket {
         var tokens: Double
         var refilledAt: Timestamp
         /// A factor of the share, 0.01...1.
         var adaptive = FCMAdaptiveRate(maximum: 1, minimum: 0.01)
+
+        init(tokens: Double, refilledAt: Timestamp) {
+            self.tokens = tokens
+            self.refilledAt = refilledAt
+        }
     }
 
     /// An app's own ceilings (nil: the default; 0: none), as read from `apps`.
@@ -89,14 +96,19 @@ final class ProviderRateLimits: Sendable {
         let now = clock.now
         return buckets.withLock { buckets in
             let key = Key(appID: appID, provider: provider)
-            var bucket = buckets[key] ?? Bucket(tokens: max(1, share / 10), refilledAt: now)
+            let bucket: Bucket
+            if let existing = buckets[key] {
+                bucket = existing
+            } else {
+                bucket = Bucket(tokens: max(1, share / 10), refilledAt: now)
+                buckets[key] = bucket
+            }
             let rate = max(0.001, share * bucket.adaptive.current)
             let elapsed = max(0, Double(now.unixMilliseconds - bucket.refilledAt.unixMilliseconds) / 1000)
             bucket.tokens = min(max(1, rate / 10), bucket.tokens + elapsed * rate)
             bucket.refilledAt = now
             // Reserve the token even when it is not there yet: callers queue behind each other.
             bucket.tokens -= 1
-            buckets[key] = bucket
             return bucket.tokens >= 0 ? 0 : -bucket.tokens / rate
         }
     }
