@@ -146,6 +146,22 @@ public final class EventLoop: @unchecked Sendable {
         endOfIteration.append(task)
     }
 
+    /// The loop whose thread this is, for ``runAtEndOfIteration(_:)``.
+    private static let currentLoopKey: pthread_key_t? = {
+        var key = pthread_key_t()
+        return pthread_key_create(&key, nil) == 0 ? key : nil
+    }()
+
+    /// On an event loop's thread, runs `task` once that loop has handled the current batch of
+    /// events and tasks, and returns true; elsewhere does nothing and returns false. Completion
+    /// handlers use it to hand many answers from one read over together: one wake-up of their
+    /// consumer instead of one per answer.
+    public static func runAtEndOfIteration(_ task: @escaping () -> Void) -> Bool {
+        guard let key = currentLoopKey, let pointer = pthread_getspecific(key) else { return false }
+        Unmanaged<EventLoop>.fromOpaque(pointer).takeUnretainedValue().atEndOfIteration(task)
+        return true
+    }
+
     private func runEndOfIteration() {
         while !endOfIteration.isEmpty {
             let batch = endOfIteration
@@ -156,6 +172,8 @@ public final class EventLoop: @unchecked Sendable {
 
     private func run() {
         threadID.store(UInt(bitPattern: Int(bitPattern: UInt(pthread_self()))), ordering: .releasing)
+        // The thread holds the loop (retained by `init`) for as long as it runs.
+        if let key = Self.currentLoopKey { pthread_setspecific(key, Unmanaged.passUnretained(self).toOpaque()) }
         var events = [epoll_event](repeating: epoll_event(), count: 256)
         while !stopFlag.load(ordering: .acquiring) {
             iterations.add(1, ordering: .relaxed)

@@ -1,10 +1,13 @@
 import HeraldCore
+import HeraldHTTP2
 import Synchronization
 
 /// Where a shard run's answers arrive: sends complete on the providers' event loops and post here,
 /// and the run takes everything that arrived in one batch. Only a run that waits on an empty inbox
-/// is woken; answers posted while it works are picked up with the next batch, so a busy run costs
-/// one wake-up per batch of answers rather than one task and one wake-up per send.
+/// is woken, and the wake-up carries no answers: the run takes them when it runs. A post on an
+/// event loop's thread wakes the run once that loop has handled the whole read it came from
+/// (``EventLoop/runAtEndOfIteration(_:)``), so the answers of one read arrive as one batch. A
+/// busy run costs one wake-up per batch of answers rather than one task and one wake-up per send.
 final class SendInbox: Sendable {
     enum Item: Sendable {
         /// A send's outcome and how long it took.
@@ -15,40 +18,54 @@ final class SendInbox: Sendable {
 
     private struct State {
         var items: [Item] = []
-        var waiter: CheckedContinuation<[Item], Never>?
+        var waiter: CheckedContinuation<Void, Never>?
+        /// A wake-up of the waiter is scheduled at the end of a loop's iteration.
+        var wakeScheduled = false
     }
 
     private let state = Mutex(State())
 
     init() {}
 
-    /// Adds `item`, from any thread; wakes the run if it is waiting.
+    /// Adds `item`, from any thread; wakes the run if it is waiting (on an event loop's thread,
+    /// at the end of the loop's iteration).
     func post(_ item: Item) {
-        let wake: (CheckedContinuation<[Item], Never>, [Item])? = state.withLock { state in
+        let wake = state.withLock { state in
             state.items.append(item)
-            guard let waiter = state.waiter else { return nil }
-            state.waiter = nil
-            defer { state.items = [] }
-            return (waiter, state.items)
+            guard state.waiter != nil, !state.wakeScheduled else { return false }
+            state.wakeScheduled = true
+            return true
         }
-        if let (waiter, items) = wake { waiter.resume(returning: items) }
+        guard wake else { return }
+        if !EventLoop.runAtEndOfIteration({ self.wakeWaiter() }) { wakeWaiter() }
     }
+
+    private func wakeWaiter() {
+        let waiter = state.withLock { state in
+            state.wakeScheduled = false
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Whether the run waits on an empty inbox (for tests).
+    var isWaiting: Bool { state.withLock { $0.waiter != nil } }
 
     /// Everything posted since the last take, waiting for the next post when nothing was.
     /// One caller at a time (the run).
     func next() async -> [Item] {
-        let ready = take()
-        if !ready.isEmpty { return ready }
-        return await withCheckedContinuation { continuation in
-            let items: [Item]? = state.withLock { state in
-                guard !state.items.isEmpty else {
+        while true {
+            let ready = take()
+            if !ready.isEmpty { return ready }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let posted = state.withLock { state in
+                    guard state.items.isEmpty else { return true }
                     state.waiter = continuation
-                    return nil
+                    return false
                 }
-                defer { state.items = [] }
-                return state.items
+                if posted { continuation.resume() }
             }
-            if let items { continuation.resume(returning: items) }
         }
     }
 

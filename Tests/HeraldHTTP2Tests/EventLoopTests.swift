@@ -57,4 +57,22 @@ final class ManualLoopClock: LoopClock {
         #expect(order == Array(0..<100))
         #expect(!loop.inEventLoop)
     }
+
+    /// `runAtEndOfIteration` defers to the end of the loop's current iteration on a loop thread
+    /// (after the task that called it), and declines anywhere else.
+    @Test func runAtEndOfIterationDefersOnALoopThreadAndDeclinesElsewhere() async throws {
+        #expect(!EventLoop.runAtEndOfIteration {})
+        let loop = try EventLoop()
+        defer { loop.shutdown() }
+        let order: [String] = await withCheckedContinuation { continuation in
+            let seen = Mutex<[String]>([])
+            loop.execute {
+                let deferred = EventLoop.runAtEndOfIteration {
+                    continuation.resume(returning: seen.withLock { $0 + ["deferred"] })
+                }
+                seen.withLock { $0.append(deferred ? "task accepted the deferral" : "task was refused") }
+            }
+        }
+        #expect(order == ["task accepted the deferral", "deferred"])
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import HeraldHTTP2
 @testable import HeraldWorker
 
 @Suite struct SendInboxTests {
@@ -42,5 +43,20 @@ import Testing
         #expect(inbox.take().isEmpty)
         // Answers that arrive while the run works come together: far fewer batches than posts.
         #expect(batches < received)
+    }
+
+    /// Answers posted on an event loop while the run waits wake it once, at the end of the loop's
+    /// iteration, with all of them: one batch per read, not one wake-up per answer.
+    @Test func postsOfOneLoopIterationWakeTheRunOnceWithAllOfThem() async throws {
+        let loop = try EventLoop(name: "send-inbox-test")
+        defer { loop.shutdown() }
+        let inbox = SendInbox()
+        let waiting = Task { await inbox.next() }
+        while !inbox.isWaiting { await Task.yield() }
+        loop.execute { for _ in 0..<100 { inbox.post(.tick) } }
+        let items = await waiting.value
+        #expect(items.count == 100)
+        #expect(inbox.take().isEmpty)
+        #expect(!inbox.isWaiting)
     }
 }
