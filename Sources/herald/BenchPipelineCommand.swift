@@ -81,6 +81,16 @@ enum BenchPipelineCommand {
             let consumer = try KafkaConsumer(configuration: KafkaConfiguration(bootstrapServers: brokers, properties: ["session.timeout.ms": "6000"]),
                                              groupID: "herald-bench-\(getpid())", options: consumerOptions)
             try consumer.subscribe(topics: [topics.results])
+            // The probes' receipts are read by a consumer of their own (see `UrgentProbe.read`),
+            // joining its group while the campaign's reader joins.
+            var probeReader: KafkaConsumer?
+            if probe != nil {
+                let reader = try KafkaConsumer(configuration: KafkaConfiguration(bootstrapServers: brokers, properties: UrgentProbe.readerProperties),
+                                               groupID: "herald-bench-probe-\(getpid())", options: consumerOptions)
+                try reader.subscribe(topics: [topics.results])
+                probeReader = reader
+            }
+            let readerTask = probe.flatMap { probe in probeReader.map { reader in Task { await probe.read(reader) } } }
             let producer = try KafkaProducer(configuration: KafkaConfiguration(bootstrapServers: brokers))
             let jobID = "bench-\(Timestamp.now.seconds)"
             let job: JSONValue = .object([
@@ -128,6 +138,7 @@ enum BenchPipelineCommand {
                 if let dead = environment.workers.first(where: { !$0.isRunning && !$0.isStoppedOnPurpose }) {
                     Console.error("herald bench pipeline: a worker exited (status \(dead.terminationStatus)); logs in \(logs.path)")
                     probeTask?.cancel()
+                    readerTask?.cancel()
                     chaos.finish()
                     await chaosTask.value
                     return 1
@@ -145,7 +156,6 @@ enum BenchPipelineCommand {
                     continue
                 }
                 guard let receipt = try? Receipt.decode(message.value) else { continue }
-                if let probe, probe.take(receipt, at: clock.now, produced: message.timestamp) { continue }
                 guard receipt.jobID == jobID else { continue }
                 switch receipt.stage {
                 case .planned:
@@ -175,6 +185,9 @@ enum BenchPipelineCommand {
             let benchCPUSeconds = (ProcessCPUMeter.cpuSeconds(of: getpid()) ?? 0) - benchCPU
             probeTask?.cancel()
             await probeTask?.value
+            readerTask?.cancel()
+            await readerTask?.value
+            await probeReader?.close()
             chaos.finish()
             await chaosTask.value
             let elapsed = finished - produced

@@ -55,9 +55,9 @@ struct ProcessCPUMeter {
 
 /// `herald bench pipeline --urgent-probe`: one single-device urgent job a second while the
 /// campaign runs, each timed from the broker's acknowledgement of the job to the moment its
-/// `accepted` receipt is read from the results topic. The device belongs to an app of its own
-/// (`probe`, the demo app's credentials) so the campaign's audience and the simulators'
-/// duplicate count are untouched.
+/// `accepted` receipt is read from the results topic by a reader of its own. The device belongs
+/// to an app of its own (`probe`, the demo app's credentials) so the campaign's audience and the
+/// simulators' duplicate count are untouched.
 final class UrgentProbe: Sendable {
     static let appID = "probe"
 
@@ -71,8 +71,14 @@ final class UrgentProbe: Sendable {
         var answeredAt: [String: Timestamp] = [:]
         /// The receipt message's own timestamp: when the worker handed it to its producer.
         var producedAt: [String: Timestamp] = [:]
+        /// The wall-clock time the benchmark's reader took the receipt: with `producedAt`, the
+        /// receipt's trip through the producer, the broker and this reader.
+        var readAt: [String: Timestamp] = [:]
         var failures = 0
         var loadAverages: [Double] = []
+        /// The probe reader has its partitions; its poll errors.
+        var reading = false
+        var readErrors = 0
     }
 
     private let subscriptionID: String
@@ -113,6 +119,11 @@ final class UrgentProbe: Sendable {
 
     /// Sends a probe every second to `topic` until cancelled.
     func run(producer: KafkaProducer, topic: String) async {
+        // A probe sent before the reader has its partitions would time the group's join.
+        let joinDeadline = ContinuousClock.now + .seconds(30)
+        while !isReading, !Task.isCancelled, ContinuousClock.now < joinDeadline {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
         var number = 0
         while !Task.isCancelled {
             number += 1
@@ -141,6 +152,55 @@ final class UrgentProbe: Sendable {
         }
     }
 
+    /// The reader's librdkafka settings: a fetch answered within 10 ms, as the workers' urgent
+    /// lane asks (librdkafka's mock broker holds an empty fetch for the whole
+    /// `fetch.wait.max.ms`, 500 ms by default, even when data arrives meanwhile, where a Kafka
+    /// broker answers as soon as there is data).
+    static let readerProperties = ["session.timeout.ms": "6000", "fetch.wait.max.ms": "10"]
+
+    /// Reads the results topic with a consumer of its own until cancelled, taking the probes'
+    /// receipts: the campaign's are told apart by their bytes, without decoding, so this reader
+    /// keeps up with the campaign and its delay is the broker's, not the benchmark's. The probes
+    /// wait for its first assignment (``isReading``).
+    func read(_ consumer: KafkaConsumer) async {
+        let clock = ContinuousClock()
+        while !Task.isCancelled {
+            let message: KafkaMessage?
+            do {
+                message = try await consumer.poll(timeoutMilliseconds: 100)
+            } catch {
+                state.withLock { $0.readErrors += 1 }
+                try? await Task.sleep(for: .milliseconds(100))
+                continue
+            }
+            if !isReading, consumer.statistics.assignments > 0 {
+                state.withLock { $0.reading = true }
+            }
+            guard let message else { continue }
+            consumer.markProcessed(message)
+            guard Self.mayBeProbe(message.value), let receipt = try? Receipt.decode(message.value) else { continue }
+            _ = take(receipt, at: clock.now, produced: message.timestamp)
+        }
+    }
+
+    /// Whether the reader has its partitions, so a probe's receipt will be seen.
+    var isReading: Bool { state.withLock { $0.reading } }
+
+    private static let marker = Array("\"probe-".utf8)
+
+    /// Whether `bytes` holds `"probe-` (every probe's receipt does, in its job id).
+    static func mayBeProbe(_ bytes: [UInt8]) -> Bool {
+        let marker = Self.marker
+        guard bytes.count >= marker.count, let first = marker.first else { return false }
+        var start = 0
+        while let index = bytes[start...].firstIndex(of: first) {
+            guard index + marker.count <= bytes.count else { return false }
+            if bytes[index..<(index + marker.count)].elementsEqual(marker) { return true }
+            start = index + 1
+        }
+        return false
+    }
+
     /// Takes `receipt` when it is a probe's; `at` is when it was read, `produced` its message's
     /// timestamp.
     func take(_ receipt: Receipt, at instant: ContinuousClock.Instant, produced: Timestamp?) -> Bool {
@@ -151,6 +211,7 @@ final class UrgentProbe: Sendable {
                     state.accepted[receipt.jobID] = instant
                     state.answeredAt[receipt.jobID] = receipt.at
                     state.producedAt[receipt.jobID] = produced
+                    state.readAt[receipt.jobID] = .now
                 }
             }
         }
@@ -164,6 +225,7 @@ final class UrgentProbe: Sendable {
             var latencies: [Double] = []
             var workerLatencies: [Double] = []
             var producedLatencies: [Double] = []
+            var readLatencies: [Double] = []
             for (id, acknowledged) in state.acknowledged {
                 guard let accepted = state.accepted[id] else { continue }
                 latencies.append(max(0, BenchMeasure.seconds(accepted - acknowledged) * 1000))
@@ -173,10 +235,14 @@ final class UrgentProbe: Sendable {
                 if let sent = state.acknowledgedAt[id], let produced = state.producedAt[id] {
                     producedLatencies.append(max(0, produced.date.timeIntervalSince(sent.date) * 1000))
                 }
+                if let produced = state.producedAt[id], let read = state.readAt[id] {
+                    readLatencies.append(max(0, read.date.timeIntervalSince(produced.date) * 1000))
+                }
             }
             latencies.sort()
             workerLatencies.sort()
             producedLatencies.sort()
+            readLatencies.sort()
             func percentile(_ q: Double, of values: [Double]? = nil) -> JSONValue {
                 let values = values ?? latencies
                 guard !values.isEmpty else { return .null }
@@ -187,11 +253,14 @@ final class UrgentProbe: Sendable {
                 "urgent_probes": .int(state.acknowledged.count),
                 "urgent_answered": .int(latencies.count),
                 "urgent_send_failures": .int(state.failures),
+                "urgent_read_errors": .int(state.readErrors),
                 "urgent_p50_ms": percentile(0.5), "urgent_p99_ms": percentile(0.99), "urgent_max_ms": percentile(1),
                 "urgent_answered_p50_ms": percentile(0.5, of: workerLatencies),
                 "urgent_answered_p99_ms": percentile(0.99, of: workerLatencies),
                 "urgent_produced_p50_ms": percentile(0.5, of: producedLatencies),
                 "urgent_produced_p99_ms": percentile(0.99, of: producedLatencies),
+                "urgent_read_after_produced_p50_ms": percentile(0.5, of: readLatencies),
+                "urgent_read_after_produced_p99_ms": percentile(0.99, of: readLatencies),
                 "load_average_mean": loads.isEmpty ? .null : .double((loads.reduce(0, +) / Double(loads.count) * 100).rounded() / 100),
                 "load_average_max": loads.max().map { .double($0) } ?? .null,
             ]

@@ -38,6 +38,10 @@ struct BenchPipelineCommandTests {
         let p50 = try #require(number("urgent_p50_ms"))
         let p99 = try #require(number("urgent_p99_ms"))
         #expect(p50 > 0 && p50 <= p99)
+        // The probes' reader: from the receipt's CreateTime to its reading, within the total.
+        let readAfterProduced = try #require(number("urgent_read_after_produced_p50_ms"))
+        #expect(readAfterProduced >= 0 && readAfterProduced <= p99)
+        #expect(number("urgent_read_errors") == 0)
         #expect(number("load_average_max") != nil)
     }
 }
