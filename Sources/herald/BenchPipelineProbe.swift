@@ -164,6 +164,7 @@ final class UrgentProbe: Sendable {
     /// wait for its first assignment (``isReading``).
     func read(_ consumer: KafkaConsumer) async {
         let clock = ContinuousClock()
+        var reading = false
         while !Task.isCancelled {
             let message: KafkaMessage?
             do {
@@ -173,7 +174,8 @@ final class UrgentProbe: Sendable {
                 try? await Task.sleep(for: .milliseconds(100))
                 continue
             }
-            if !isReading, consumer.statistics.assignments > 0 {
+            if !reading, consumer.statistics.assignments > 0 {
+                reading = true
                 state.withLock { $0.reading = true }
             }
             guard let message else { continue }
@@ -190,15 +192,7 @@ final class UrgentProbe: Sendable {
 
     /// Whether `bytes` holds `"probe-` (every probe's receipt does, in its job id).
     static func mayBeProbe(_ bytes: [UInt8]) -> Bool {
-        let marker = Self.marker
-        guard bytes.count >= marker.count, let first = marker.first else { return false }
-        var start = 0
-        while let index = bytes[start...].firstIndex(of: first) {
-            guard index + marker.count <= bytes.count else { return false }
-            if bytes[index..<(index + marker.count)].elementsEqual(marker) { return true }
-            start = index + 1
-        }
-        return false
+        bytes.firstRange(of: marker) != nil
     }
 
     /// Takes `receipt` when it is a probe's; `at` is when it was read, `produced` its message's
