@@ -15,6 +15,11 @@ final class ShardRun {
     /// run at thousands of sends a second sleeps once per batch rather than once per send.
     static let pacingSlackSeconds = 0.01
 
+    /// A page re-reads the app and the job (halts, a cancellation) at most this often: a
+    /// campaign's pages come tens of times a second, and a run has just read both when it starts
+    /// (an urgent one-device job would otherwise read its job's state twice before its send).
+    static let pageRefreshInterval = Duration.milliseconds(250)
+
     let context: PipelineContext
     let job: Job
     let range: SubscriptionRange
@@ -22,6 +27,8 @@ final class ShardRun {
     var delivery: AppDelivery
     var state: ShardRunState
     var lastCheckpoint = ContinuousClock.now
+    /// When the app and the job were last read (the runner reads the app, and ``run()`` the
+    /// job's state, as the run starts).
     var lastRefresh = ContinuousClock.now
     /// Where answers and ticks arrive.
     let inbox = SendInbox()
@@ -104,7 +111,7 @@ final class ShardRun {
         sweeping: while !context.stop.isSet {
             submit()
             guard let page = try await pages.next() else { break }
-            try await refresh()
+            if ContinuousClock.now - lastRefresh >= Self.pageRefreshInterval { try await refresh() }
             for member in page {
                 if context.stop.isSet { break sweeping }
                 let provider = AppDelivery.provider(for: member, kind: job.kind)
