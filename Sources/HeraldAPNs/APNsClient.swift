@@ -97,7 +97,9 @@ public final class APNsClient: Sendable {
         var headers: [HeaderField] = []
         headers.reserveCapacity(8)
         if let authorization { headers.append(HeaderField("authorization", authorization)) }
-        headers.append(HeaderField("apns-id", notification.apnsID))
+        // Unique per request: indexed, it would only churn both ends' HPACK tables (an entry
+        // allocated, copied and evicted per request on each side).
+        headers.append(HeaderField("apns-id", notification.apnsID, neverIndex: true))
         headers.append(HeaderField("apns-push-type", notification.pushType.rawValue))
         headers.append(HeaderField("apns-topic", notification.pushType.topic(bundleID: configuration.bundleID)))
         headers.append(HeaderField("apns-priority", String(notification.priority)))

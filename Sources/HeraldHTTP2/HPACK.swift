@@ -4,7 +4,8 @@ internal import CNghttp2
 public struct HeaderField: Sendable, Equatable {
     public var name: String
     public var value: String
-    /// Whether the field must never enter a compression table (credentials, device tokens in `:path`).
+    /// Whether the field must never enter a compression table: secrets (device tokens in `:path`), and
+    /// values unique to one request (`apns-id`), which indexing would only churn through the table.
     public var neverIndex: Bool
 
     /// Creates a header field.

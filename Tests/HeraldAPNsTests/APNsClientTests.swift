@@ -221,6 +221,9 @@ import Testing
         #expect(headers["apns-expiration"] == "1800000000")
         #expect(headers["apns-collapse-id"] == "c")
         #expect(headers["apns-id"] == "eabeae54-14a8-51e5-b60b-1697f925ec7b")
+        // Unique per request, so kept out of the HPACK tables; the topic, repeated, is indexed.
+        #expect(request.headers.first { $0.name == "apns-id" }?.neverIndex == true)
+        #expect(request.headers.first { $0.name == "apns-topic" }?.neverIndex == false)
         #expect(client.request(for: notification, bearer: nil).headers.allSatisfy { $0.name != "authorization" })
     }
 }
