@@ -126,7 +126,7 @@ public final class APNsClient: Sendable {
                         completion: @escaping @Sendable (APNsOutcome) -> Void) {
         let pool = environment(for: notification) == .sandbox ? sandbox : production
         guard case .token(let source) = authentication else {
-            execute(request(for: notification, bearer: nil), on: pool, submissions: submissions, completion: completion)
+            execute(request(for: notification, bearer: nil), on: pool, submissions: submissions, retry: nil, completion: completion)
             return
         }
         let bearer: String
@@ -135,34 +135,48 @@ public final class APNsClient: Sendable {
             completion(.credentialFault(reason: "cannot sign the provider token: \(error)"))
             return
         }
-        execute(request(for: notification, authorization: authorization), on: pool, submissions: submissions) { outcome in
-            guard outcome == .credentialFault(reason: "ExpiredProviderToken") else { return completion(outcome) }
-            let fresh: String
-            do { fresh = try source.refresh(after: bearer) } catch {
-                return completion(.credentialFault(reason: "cannot sign the provider token: \(error)"))
-            }
-            guard fresh != bearer else { return completion(outcome) }
-            self.execute(self.request(for: notification, bearer: fresh), on: pool, completion: completion)
-        }
+        execute(request(for: notification, authorization: authorization), on: pool, submissions: submissions,
+                retry: ExpiredTokenRetry(source: source, bearer: bearer, notification: notification), completion: completion)
     }
 
-    private func execute(_ request: HTTP2Request, on pool: HTTP2Client, submissions: HTTP2Submissions? = nil,
-                         completion: @escaping @Sendable (APNsOutcome) -> Void) {
+    /// What a token-auth send needs to be resent once with a fresh token after `ExpiredProviderToken`.
+    private struct ExpiredTokenRetry: Sendable {
+        let source: APNsProviderToken
+        /// The token the request carried.
+        let bearer: String
+        let notification: APNsNotification
+    }
+
+    /// Sends `request` and classifies the answer, with one closure per send: the expired-token
+    /// resend (`retry`) is decided in the same closure that classifies.
+    private func execute(_ request: HTTP2Request, on pool: HTTP2Client, submissions: HTTP2Submissions?,
+                         retry: ExpiredTokenRetry?, completion: @escaping @Sendable (APNsOutcome) -> Void) {
         let certificateAuth: Bool
         if case .certificate = authentication { certificateAuth = true } else { certificateAuth = false }
         let answered: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void = { result in
+            let outcome: APNsOutcome
             switch result {
             case .success(let response):
-                let outcome = APNsOutcome.classify(response)
+                let classified = APNsOutcome.classify(response)
                 // APNs echoes the request's apns-id; keep ours if an answer ever lacks it.
-                if outcome == .accepted(apnsID: "") {
-                    completion(.accepted(apnsID: request.headers.first { $0.name == "apns-id" }?.value ?? ""))
+                if classified == .accepted(apnsID: "") {
+                    outcome = .accepted(apnsID: request.headers.first { $0.name == "apns-id" }?.value ?? "")
                 } else {
-                    completion(outcome)
+                    outcome = classified
                 }
             case .failure(let error):
-                completion(APNsOutcome.classify(error, certificateAuth: certificateAuth))
+                outcome = APNsOutcome.classify(error, certificateAuth: certificateAuth)
             }
+            guard let retry, outcome == .credentialFault(reason: "ExpiredProviderToken") else { return completion(outcome) }
+            // Refreshed once for every send that carried the expired token; a second
+            // ExpiredProviderToken (or none to refresh) is a credential fault.
+            let fresh: String
+            do { fresh = try retry.source.refresh(after: retry.bearer) } catch {
+                return completion(.credentialFault(reason: "cannot sign the provider token: \(error)"))
+            }
+            guard fresh != retry.bearer else { return completion(outcome) }
+            self.execute(self.request(for: retry.notification, bearer: fresh), on: pool, submissions: nil, retry: nil,
+                         completion: completion)
         }
         if let submissions {
             submissions.add(request, to: pool, completion: answered)
