@@ -55,9 +55,19 @@ final class SendInbox: Sendable {
     /// Everything posted since the last take, waiting for the next post when nothing was.
     /// One caller at a time (the run).
     func next() async -> [Item] {
+        var batch: [Item] = []
+        await next(into: &batch)
+        return batch
+    }
+
+    /// ``next()`` into `batch`, which should be empty: the posted items are swapped into it, and
+    /// its storage takes the next posts. A run that hands back the same emptied array each time (its
+    /// capacity kept) makes two buffers alternate, so no batch allocates on one thread and frees
+    /// on another.
+    func next(into batch: inout [Item]) async {
         while true {
-            let ready = take()
-            if !ready.isEmpty { return ready }
+            take(into: &batch)
+            if !batch.isEmpty { return }
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let posted = state.withLock { state in
                     guard state.items.isEmpty else { return true }
@@ -71,9 +81,21 @@ final class SendInbox: Sendable {
 
     /// Everything posted since the last take, without waiting (possibly nothing).
     func take() -> [Item] {
+        var batch: [Item] = []
+        take(into: &batch)
+        return batch
+    }
+
+    /// ``take()`` into `batch`: swapped in when `batch` is empty, as ``next(into:)`` expects, else
+    /// appended to it.
+    func take(into batch: inout [Item]) {
         state.withLock { state in
-            defer { state.items = [] }
-            return state.items
+            if batch.isEmpty {
+                swap(&state.items, &batch)
+            } else {
+                batch.append(contentsOf: state.items)
+                state.items.removeAll(keepingCapacity: true)
+            }
         }
     }
 }

@@ -32,6 +32,9 @@ final class ShardRun {
     var lastRefresh = ContinuousClock.now
     /// Where answers and ticks arrive.
     let inbox = SendInbox()
+    /// The run's half of the inbox's two alternating buffers (``SendInbox/next(into:)``), empty
+    /// between batches.
+    var batch: [SendInbox.Item] = []
     /// Metrics of the sends, added to the worker's at each tick and checkpoint.
     var tally = SendTally()
     /// The retries' jitter: not a secret, so no system call per answer.
@@ -205,7 +208,8 @@ final class ShardRun {
             let step = min(wait, 0.25)
             try? await Task.sleep(for: .microseconds(Int64(step * 1_000_000)))
             wait -= step
-            try await handle(inbox.take())
+            inbox.take(into: &batch)
+            try await handleBatch()
         }
     }
 
@@ -234,7 +238,11 @@ final class ShardRun {
     /// Waits for the next batch of answers (a tick arrives every 250 ms) and handles it.
     private func handleNext() async throws {
         submit()
-        try await handle(await inbox.next())
+        var items = batch
+        batch = []
+        await inbox.next(into: &items)
+        batch = items
+        try await handleBatch()
     }
 
     /// Sends the requests started since the run last waited.
@@ -242,10 +250,14 @@ final class ShardRun {
         submissions.submit()
     }
 
-    private func handle(_ items: [SendInbox.Item]) async throws {
+    /// Handles ``batch`` and leaves it empty, its capacity kept. Items are moved out, not copied
+    /// (a copy retains every string of the member and the outcome).
+    private func handleBatch() async throws {
         submit()
+        defer { batch.removeAll(keepingCapacity: true) }
         var ticked = false
-        for item in items {
+        batch.reverse()
+        while let item = batch.popLast() {
             switch item {
             case .tick:
                 ticked = true

@@ -59,4 +59,37 @@ import HeraldHTTP2
         #expect(inbox.take().isEmpty)
         #expect(!inbox.isWaiting)
     }
+
+    /// A run that hands back its emptied batch makes two buffers alternate: after the first
+    /// batches, no take allocates (the storage seen by the run is one of two, again and again).
+    @Test func takingIntoAnEmptiedBatchAlternatesTwoBuffers() {
+        let inbox = SendInbox()
+        var batch: [SendInbox.Item] = []
+        var storages: Set<UInt> = []
+        for round in 0..<20 {
+            for _ in 0..<50 { inbox.post(.tick) }
+            inbox.take(into: &batch)
+            #expect(batch.count == 50)
+            if round >= 2 { batch.withUnsafeBufferPointer { storages.insert(UInt(bitPattern: $0.baseAddress)) } }
+            batch.removeAll(keepingCapacity: true)
+        }
+        #expect(storages.count == 2)
+        // A batch that is not empty gets the posts appended.
+        inbox.post(.tick)
+        batch.append(.tick)
+        inbox.take(into: &batch)
+        #expect(batch.count == 2)
+        #expect(inbox.take().isEmpty)
+    }
+
+    @Test func nextIntoABatchWaitsForAPost() async {
+        let inbox = SendInbox()
+        Thread.detachNewThread {
+            Thread.sleep(forTimeInterval: 0.05)
+            inbox.post(.tick)
+        }
+        var batch: [SendInbox.Item] = []
+        await inbox.next(into: &batch)
+        #expect(batch.count == 1)
+    }
 }
