@@ -51,7 +51,8 @@ final class ShardRun {
     /// Throttled runs send one request per provider and wait for its answer before the rest:
     /// sends paced while the connection and its token were still being set up would otherwise
     /// all reach the provider at once when it is ready.
-    var warmedProviders: Set<Receipt.Provider> = []
+    /// (Two providers at most: an array, so the answer path hashes nothing for it.)
+    var warmedProviders: [Receipt.Provider] = []
     /// Where the subscriptions come from (issue 9: a live activity's tokens).
     let source: ShardSource
 
@@ -274,7 +275,7 @@ final class ShardRun {
 
     private func answered(_ send: ShardRunState.Send, _ outcome: DeliveryOutcome, seconds: Double) {
         let provider = AppDelivery.provider(for: send.member, kind: job.kind)
-        warmedProviders.insert(provider)
+        if !warmedProviders.contains(provider) { warmedProviders.append(provider) }
         tally.answered(provider: provider, result: outcome.attemptResult, seconds: seconds)
         var verdict: InvalidationGuard.Verdict?
         if outcome.isVerdictOnToken {
