@@ -58,6 +58,20 @@ final class ManualLoopClock: LoopClock {
         #expect(!loop.inEventLoop)
     }
 
+    /// The loop's thread carries the loop's name (truncated to the kernel's 15 bytes), so
+    /// profiles and `top -H` tell it from the cooperative pool.
+    @Test func theLoopThreadIsNamedAfterTheLoop() async throws {
+        let loop = try EventLoop(name: "herald-loop-name-test")
+        defer { loop.shutdown() }
+        let name: String = await withCheckedContinuation { continuation in
+            loop.execute {
+                let text = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
+                continuation.resume(returning: text.trimmingCharacters(in: .newlines))
+            }
+        }
+        #expect(name == "herald-loop-nam")
+    }
+
     /// `runAtEndOfIteration` defers to the end of the loop's current iteration on a loop thread
     /// (after the task that called it), and declines anywhere else.
     @Test func runAtEndOfIterationDefersOnALoopThreadAndDeclinesElsewhere() async throws {
