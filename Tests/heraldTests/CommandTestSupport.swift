@@ -35,14 +35,24 @@ enum CommandKafka {
         try consumer.subscribe(topics: [topic])
         var messages: [KafkaMessage] = []
         var deadline = Date().addingTimeInterval(seconds)
+        // The read's `seconds` count from the group's first assignment, which a loaded broker
+        // can take longer than that to make (a read of nothing while the CI ran other suites);
+        // a group that is never assigned gives up 45 s later.
+        let joinBy = deadline.addingTimeInterval(45)
+        var assigned = false
         var watching = false
-        while Date() < deadline {
+        while Date() < deadline || (!assigned && Date() < joinBy) {
+            if !assigned && consumer.statistics.assignments > 0 {
+                assigned = true
+                deadline = max(deadline, Date().addingTimeInterval(seconds))
+            }
             if !watching && messages.count >= count {
                 guard thenWatch > 0 else { break }
                 watching = true
                 deadline = Date().addingTimeInterval(thenWatch)
             }
             if let message = try await consumer.poll(timeoutMilliseconds: 200) {
+                assigned = true
                 messages.append(message)
                 consumer.markProcessed(message)
             }
