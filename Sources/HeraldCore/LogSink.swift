@@ -8,8 +8,8 @@ import Synchronization
 /// order queued, to standard output or standard error. A stalled reader (a full pipe nobody
 /// drains, a terminal paused with ^S) therefore blocks only that thread, never a shard: once
 /// `capacity` lines wait, new ones are dropped and counted (``dropped``,
-/// `herald_log_lines_dropped_total`). Before the process exits, ``flush(timeout:)`` writes what
-/// is queued.
+/// `herald_log_lines_dropped_total`), as are lines a closed or broken stream refuses. Before the
+/// process exits, ``flush(timeout:)`` writes what is queued.
 public final class LogSink: Sendable {
     /// Where a line goes.
     public enum Stream: Sendable {
@@ -42,7 +42,8 @@ public final class LogSink: Sendable {
         self.error = standardError
     }
 
-    /// Lines dropped so far because `capacity` lines were waiting.
+    /// Lines dropped so far: because `capacity` lines were waiting, or because their stream
+    /// refused the write (closed, broken).
     public var dropped: Int { state.withLock { $0.dropped } }
 
     /// Queues `line` (a newline is added) for `stream`; never blocks.
@@ -87,16 +88,21 @@ public final class LogSink: Sendable {
                 state.writing = !state.queue.isEmpty
                 return state.queue
             }
-            for (stream, bytes) in batch { Self.writeAll(stream == .standardOutput ? output : error, bytes) }
-            state.withLock { $0.writing = false }
+            var failed = 0
+            for (stream, bytes) in batch where !Self.writeAll(stream == .standardOutput ? output : error, bytes) { failed += 1 }
+            state.withLock { state in
+                state.dropped += failed
+                state.writing = false
+            }
             drained.signal()
         }
     }
 
     /// write(2) until every byte is out; gives up on a closed or broken descriptor.
-    private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
+    /// Whether the whole line went out (a line cut short counts as not written).
+    private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         bytes.withUnsafeBytes { buffer in
-            guard let base = buffer.baseAddress else { return }
+            guard let base = buffer.baseAddress else { return true }
             var offset = 0
             while offset < buffer.count {
                 let written = Foundation.write(fd, base + offset, buffer.count - offset)
@@ -105,9 +111,10 @@ public final class LogSink: Sendable {
                 } else if written < 0 && errno == EINTR {
                     continue
                 } else {
-                    return
+                    return false
                 }
             }
+            return true
         }
     }
 }
