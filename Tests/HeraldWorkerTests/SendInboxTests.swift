@@ -19,8 +19,10 @@ import HeraldHTTP2
             Thread.sleep(forTimeInterval: 0.05)
             inbox.post(.tick)
         }
-        let items = await inbox.next()
-        #expect(items.count == 1)
+        // Into a batch of the run's own, as a shard run waits (`next()` takes this path too).
+        var batch: [SendInbox.Item] = []
+        await inbox.next(into: &batch)
+        #expect(batch.count == 1)
         #expect(inbox.take().isEmpty)
     }
 
@@ -80,16 +82,5 @@ import HeraldHTTP2
         inbox.take(into: &batch)
         #expect(batch.count == 2)
         #expect(inbox.take().isEmpty)
-    }
-
-    @Test func nextIntoABatchWaitsForAPost() async {
-        let inbox = SendInbox()
-        Thread.detachNewThread {
-            Thread.sleep(forTimeInterval: 0.05)
-            inbox.post(.tick)
-        }
-        var batch: [SendInbox.Item] = []
-        await inbox.next(into: &batch)
-        #expect(batch.count == 1)
     }
 }
