@@ -56,6 +56,13 @@ public enum KafkaLogOutput {
     /// (docs/operations.md), instead of its `%4|…` format. librdkafka only logs what its `log_level`
     /// allows (warnings and worse by default). Runs on librdkafka's threads.
     static func write(level: Int32, facility: String, message: String) {
+        LogSink.shared.write(line(level: level, facility: facility, message: message, time: .now),
+                             to: usesStandardOutput ? .standardOutput : .standardError)
+    }
+
+    /// The JSON line of one librdkafka log message, stamped with `time` like every Herald line
+    /// (without it, a rebalance's lines cannot be placed among the worker's own).
+    static func line(level: Int32, facility: String, message: String, time: Timestamp) -> String {
         let severity: String
         switch level {
         case ...3: severity = "error"
@@ -76,7 +83,6 @@ public enum KafkaLogOutput {
             }
             return result
         }
-        let line = "{\"component\":\"librdkafka\",\"facility\":\"\(escaped(facility))\",\"level\":\"\(severity)\",\"message\":\"\(escaped(message))\"}"
-        LogSink.shared.write(line, to: usesStandardOutput ? .standardOutput : .standardError)
+        return "{\"component\":\"librdkafka\",\"facility\":\"\(escaped(facility))\",\"level\":\"\(severity)\",\"message\":\"\(escaped(message))\",\"time\":\"\(time)\"}"
     }
 }

@@ -1,4 +1,5 @@
-import HeraldKafka
+import HeraldCore
+@testable import HeraldKafka
 import Testing
 
 @Suite struct KafkaConfigurationTests {
@@ -26,5 +27,19 @@ import Testing
         #expect(configuration.properties.count == 3)
         #expect(configuration.redacted["sasl.password"] == "[redacted]")
         #expect(!configuration.redacted.values.contains("hunter2"))
+    }
+
+    /// librdkafka's lines are JSON like the worker's own, with the time every line carries.
+    @Test func librdkafkaLinesAreJSONWithTheTime() throws {
+        let time = Timestamp(seconds: 1_796_601_600, nanoseconds: 250_000_000)
+        let line = KafkaLogOutput.line(level: 7, facility: "CGRP", message: "Group \"g\":\tjoin\n", time: time)
+        let object = try JSONValue.parse(Array(line.utf8))
+        #expect(object["component"] == .string("librdkafka"))
+        #expect(object["facility"] == .string("CGRP"))
+        #expect(object["level"] == .string("debug"))
+        #expect(object["message"] == .string("Group \"g\":\tjoin\n"))
+        #expect(object["time"] == .string(time.description))
+        #expect(KafkaLogOutput.line(level: 3, facility: "", message: "", time: time).contains(#""level":"error""#))
+        #expect(KafkaLogOutput.line(level: 4, facility: "", message: "", time: time).contains(#""level":"warning""#))
     }
 }
