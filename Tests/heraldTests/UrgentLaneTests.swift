@@ -213,6 +213,9 @@ final class HeraldRunWorld: @unchecked Sendable {
                                                      caFile: directory.appendingPathComponent("sim/ca.pem"),
                                                      id: "w\(index)-\(name)", group: "\(name).workers", httpPort: try TestPorts.free())
             environment["HERALD_SHARD_SIZE"] = String(shardSize)
+            // librdkafka's group lines (joins, assignments, revocations), so a kept log shows who
+            // held a partition that went unserved; HERALD_TEST_KAFKA_DEBUG widens them (`cgrp,fetch`).
+            environment["HERALD_KAFKA_PROPERTY_DEBUG"] = ProcessInfo.processInfo.environment["HERALD_TEST_KAFKA_DEBUG"] ?? "cgrp"
             workers.append(try background(["run"], label: "worker\(index)", environment: environment))
         }
         for index in 0..<count {
