@@ -30,11 +30,8 @@ public enum FCMOutcome: Sendable, Equatable {
     /// detail) comes back as a credential fault: ``FCMClient`` refreshes the token and retries
     /// once before reporting it.
     public static func classify(_ response: HTTP2Response) -> FCMOutcome {
+        if response.status == 200 { return .accepted(name: messageName(response.body)) }
         let retryAfter = response.header("retry-after").flatMap(parseRetryAfter)
-        if response.status == 200 {
-            let name = (try? JSONValue.parse(response.body, limits: .init(maxBytes: 64 * 1024, maxDepth: 8)))?["name"]?.stringValue ?? ""
-            return .accepted(name: name)
-        }
         let status = FCMErrorStatus(body: response.body, httpStatus: response.status)
         let detail = status.summary
         switch status.errorCode {
@@ -75,6 +72,58 @@ public enum FCMOutcome: Sendable, Equatable {
     public static func classify(_ error: HTTP2Error) -> FCMOutcome {
         if error.code == .shutdown { return .permanent(reason: .providerError, detail: "\(error)") }
         return .retryable(retryAfterSeconds: nil, quotaExceeded: false, detail: "\(error)")
+    }
+
+    /// The `name` of a 200 answer's body (`{"name": "projects/p/messages/0:1%2"}`), or "".
+    /// Every accepted FCM send has one, so the usual body — an object with that one member, a
+    /// string of printable ASCII without escapes — is read in place; anything else goes through
+    /// the parser.
+    static func messageName(_ body: [UInt8]) -> String {
+        body.withUnsafeBufferPointer { bytes in
+            var index = 0
+            func skipSpace() {
+                while index < bytes.count {
+                    switch bytes[index] {
+                    case 0x20, 0x0A, 0x0D, 0x09: index += 1
+                    default: return
+                    }
+                }
+            }
+            func take(_ text: StaticString) -> Bool {
+                let expected = UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
+                guard index + expected.count <= bytes.count, bytes[index..<(index + expected.count)].elementsEqual(expected) else { return false }
+                index += expected.count
+                return true
+            }
+            skipSpace()
+            if take("{") {
+                skipSpace()
+                if take("\"name\"") {
+                    skipSpace()
+                    if take(":") {
+                        skipSpace()
+                        if take("\"") {
+                            let start = index
+                            while index < bytes.count, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\"),
+                                  (0x20..<0x80).contains(bytes[index]) {
+                                index += 1
+                            }
+                            let end = index
+                            if take("\"") {
+                                skipSpace()
+                                if take("}") {
+                                    skipSpace()
+                                    if index == bytes.count {
+                                        return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            return (try? JSONValue.parse(body, limits: .init(maxBytes: 64 * 1024, maxDepth: 8)))?["name"]?.stringValue ?? ""
+        }
     }
 
     /// `Retry-After` in seconds (the delta form; an HTTP-date is ignored).

@@ -71,4 +71,28 @@ import Testing
         #expect(status.rpcStatus == "NOT_FOUND")
         #expect(FCMErrorStatus(body: Array("not json".utf8), httpStatus: 500).errorCode == nil)
     }
+
+    /// The in-place read of an accepted answer's name gives what the parser gives, for the usual
+    /// body and for bodies that only look like it (escapes, other members, non-ASCII, cut short).
+    @Test func messageNameReadsWhatTheParserReads() {
+        func parsed(_ body: [UInt8]) -> String {
+            (try? JSONValue.parse(body, limits: .init(maxBytes: 64 * 1024, maxDepth: 8)))?["name"]?.stringValue ?? ""
+        }
+        #expect(FCMOutcome.messageName(Array(#"{"name": "projects/p/messages/0:1%2"}"#.utf8)) == "projects/p/messages/0:1%2")
+        #expect(FCMOutcome.messageName(Array("{\n  \"name\": \"projects/demo/messages/abc\"\n}\n".utf8)) == "projects/demo/messages/abc")
+        #expect(FCMOutcome.messageName([]) == "")
+        var generator = SplitMix64(seed: 7)
+        let pieces = [" ", "\n", "{", "}", "\"name\"", "\"other\"", ":", ",", "\"", "projects/p/messages/1", "\\\"", "\\u0041",
+                      "\u{E9}", "1", "null", "[", "]", "\"name\":\"x\"", "\u{01}"]
+        for _ in 0..<5000 {
+            var text = generator.next() % 3 == 0 ? "" : #"{"name":""#
+            for _ in 0..<Int(generator.next() % 8) { text += pieces[Int(generator.next() % UInt64(pieces.count))] }
+            let body = Array(text.utf8)
+            #expect(FCMOutcome.messageName(body) == parsed(body), "\(text)")
+        }
+        var bytes = Array(#"{"name":"ab"}"#.utf8)
+        bytes[10] = 0xFF  // not UTF-8: the parser refuses the body, and so does the read
+        #expect(FCMOutcome.messageName(bytes) == parsed(bytes))
+    }
 }
+
