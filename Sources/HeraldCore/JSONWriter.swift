@@ -47,6 +47,13 @@ extension JSONValue {
     /// piece (most strings are one such run), so the common case allocates nothing.
     public static func writeString(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
+        writeStringContents(string, into: &out)
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends `string` escaped as inside a JSON string literal, without the quotes (a literal
+    /// written in parts).
+    public static func writeStringContents(_ string: String, into out: inout [UInt8]) {
         var string = string
         string.withUTF8 { bytes in
             var runStart = 0
@@ -71,7 +78,6 @@ extension JSONValue {
             }
             if runStart < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...])) }
         }
-        out.append(UInt8(ascii: "\""))
     }
 
     /// The lower-case hex digit of a nibble.

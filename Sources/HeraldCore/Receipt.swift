@@ -136,24 +136,25 @@ public struct Receipt: Sendable, Equatable {
     /// `job:subscription:clicked:action` for a button tap (two different buttons tapped are two
     /// events, not a duplicate).
     public var id: String {
-        let action = stage == .clicked ? actionID : nil
-        // A job can be halted on each provider: two events, not a duplicate.
-        let haltedProvider = stage == .halted ? provider?.rawValue : nil
-        // Sized first: one allocation for the one made per notification.
+        var length = 0
+        forEachIDPart { length += $0.utf8.count + 1 }
         var id = ""
-        id.reserveCapacity(jobID.utf8.count + (subscriptionID?.utf8.count ?? 0) + stage.rawValue.utf8.count
-                           + (action?.utf8.count ?? 0) + (haltedProvider?.utf8.count ?? 0) + 4)
-        func add(_ part: String?) {
-            guard let part else { return }
-            id.append(":")
+        id.reserveCapacity(length)  // sized first: one allocation
+        forEachIDPart { part in
+            if !id.isEmpty { id.append(":") }
             id.append(part)
         }
-        id.append(jobID)
-        add(subscriptionID)
-        add(stage.rawValue)
-        add(action)
-        add(haltedProvider)
         return id
+    }
+
+    /// Calls `body` with each part of ``id`` in order (they are joined by `:`).
+    private func forEachIDPart(_ body: (String) -> Void) {
+        body(jobID)
+        if let subscriptionID { body(subscriptionID) }
+        body(stage.rawValue)
+        if stage == .clicked, let actionID { body(actionID) }
+        // A job can be halted on each provider: two events, not a duplicate.
+        if stage == .halted, let provider { body(provider.rawValue) }
     }
 
     /// The Kafka message key: subscription id for device receipts, job id for job events.
@@ -219,7 +220,10 @@ public struct Receipt: Sendable, Equatable {
     /// notification.
     public func serializedBytes() -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(512)
+        // Sized for what the receipt holds, so the bytes are one allocation: a provider's id and
+        // reason can take a device receipt past any fixed size.
+        out.reserveCapacity(320 + appID.utf8.count + 2 * jobID.utf8.count + 2 * (subscriptionID?.utf8.count ?? 0)
+                            + (providerID?.utf8.count ?? 0) + (providerReason?.utf8.count ?? 0) + 2 * (actionID?.utf8.count ?? 0))
         var first = true
         func key(_ name: StaticString) {
             out.append(first ? UInt8(ascii: "{") : UInt8(ascii: ","))
@@ -247,7 +251,16 @@ public struct Receipt: Sendable, Equatable {
         integer("attempts", attempts)
         integer("audience_estimate", audienceEstimate)
         integer("dead_lettered_shards", deadLetteredShards)
-        string("id", id)
+        // The id written in place, not made as a string first.
+        key("id")
+        out.append(UInt8(ascii: "\""))
+        var firstPart = true
+        forEachIDPart { part in
+            if !firstPart { out.append(UInt8(ascii: ":")) }
+            firstPart = false
+            JSONValue.writeStringContents(part, into: &out)
+        }
+        out.append(UInt8(ascii: "\""))
         string("job_id", jobID)
         string("platform", platform?.rawValue)
         string("provider", provider?.rawValue)

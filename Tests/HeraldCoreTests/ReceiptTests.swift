@@ -77,4 +77,35 @@ import HeraldCore
             try Receipt(json: completed.json)
         }
     }
+
+    /// The direct writer (what workers produce) and the document tree give the same bytes, for
+    /// receipts of every stage with every optional member set or not, and strings that need escaping.
+    @Test func serializedBytesAreTheDocumentsBytes() {
+        var generator = SplitMix64(seed: 19)
+        func chance() -> Bool { generator.next() % 2 == 0 }
+        func text() -> String {
+            let pieces = ["a", "Z9", "-", ":", "\"", "\\", "\n", "\u{01}", "\u{E9}", "\u{1F600}", "projects/p/messages/0:1%2"]
+            return (0..<Int(generator.next() % 6 + 1)).map { _ in pieces[Int(generator.next() % UInt64(pieces.count))] }.joined()
+        }
+        for _ in 0..<2000 {
+            let stage = Receipt.Stage.allCases[Int(generator.next() % UInt64(Receipt.Stage.allCases.count))]
+            var receipt = Receipt(jobID: text(), appID: text(), stage: stage, at: Timestamp(seconds: Int64(generator.next() % 4_000_000_000),
+                                                                                              nanoseconds: Int32(generator.next() % 1_000_000_000)))
+            if chance() { receipt.subscriptionID = text() }
+            if chance() { receipt.platform = chance() ? .ios : .android }
+            if chance() { receipt.reason = Receipt.Reason.allCases[Int(generator.next() % UInt64(Receipt.Reason.allCases.count))] }
+            if chance() { receipt.providerReason = text() }
+            if chance() { receipt.providerID = text() }
+            if chance() { receipt.attempts = Int(generator.next() % 9) }
+            if chance() { receipt.until = Timestamp(seconds: Int64(generator.next() % 4_000_000_000)) }
+            if chance() { receipt.actionID = text() }
+            if chance() { receipt.provider = chance() ? .apns : .fcm }
+            if chance() { receipt.audienceEstimate = Int64(generator.next() % 10_000_000) }
+            if chance() { receipt.shardCount = Int(generator.next() % 500) }
+            if chance() { receipt.totals = Receipt.Totals(accepted: 1, unregistered: 2, failed: 3, dropped: 4) }
+            if chance() { receipt.deadLetteredShards = Int(generator.next() % 3) }
+            #expect(receipt.serializedBytes() == receipt.json.serializedBytes(), "\(String(decoding: receipt.serializedBytes(), as: UTF8.self))")
+        }
+    }
 }
+
