@@ -118,11 +118,15 @@ struct RDKafkaProducer: Sendable {
         // A null value is a tombstone; an empty one must still point somewhere so librdkafka
         // sends a zero-length value rather than a null.
         var placeholder: UInt8 = 0
-        return withUnsafeMutablePointer(to: &placeholder) { placeholderPointer in
-            withOptionalBytes(message.key) { keyPointer, keyCount in
-                withOptionalBytes(message.value) { valuePointer, valueCount in
-                    let value = message.value == nil ? nil : (valuePointer ?? UnsafeRawPointer(placeholderPointer))
-                    return herald_rdkafka_produce(client, message.topic, partition, keyPointer, keyCount, value, valueCount, headers, opaque)
+        // withCString reads a native string in place; passing the String itself as a
+        // `const char *` would copy it into a new array for every message.
+        return message.topic.withCString { topic in
+            withUnsafeMutablePointer(to: &placeholder) { placeholderPointer in
+                withOptionalBytes(message.key) { keyPointer, keyCount in
+                    withOptionalBytes(message.value) { valuePointer, valueCount in
+                        let value = message.value == nil ? nil : (valuePointer ?? UnsafeRawPointer(placeholderPointer))
+                        return herald_rdkafka_produce(client, topic, partition, keyPointer, keyCount, value, valueCount, headers, opaque)
+                    }
                 }
             }
         }
