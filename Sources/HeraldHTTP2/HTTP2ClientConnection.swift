@@ -190,23 +190,25 @@ final class HTTP2ClientConnection: HTTP2Transport {
         let block = request.request.encoded
         let constant = constantHeaders
         nvScratch.removeAll(keepingCapacity: true)
-        let streamID: Int32 = block.storage.withUnsafeBufferPointer { blockBytes in
-            constant.storage.withUnsafeBufferPointer { constantBytes in
+        let streamID: Int32 = block.bytes.withUnsafeBufferPointer { blockBytes in
+            constant.bytes.withUnsafeBufferPointer { constantBytes in
                 // nghttp2 copies names and values during submit, so these pointers need only
                 // live for this call.
-                func add(_ entries: ArraySlice<EncodedHeaderBlock.Entry>, _ base: UnsafePointer<UInt8>) {
-                    for entry in entries {
-                        let flags = entry.neverIndex ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
-                        nvScratch.append(nghttp2_nv(name: UnsafeMutablePointer(mutating: base + entry.nameStart),
-                                                    value: UnsafeMutablePointer(mutating: base + entry.valueStart),
-                                                    namelen: entry.nameLength, valuelen: entry.valueLength, flags: flags))
-                    }
+                func add(_ field: EncodedHeaderBlock.Field, _ base: UnsafePointer<UInt8>) {
+                    let flags = field.neverIndex ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+                    nvScratch.append(nghttp2_nv(name: UnsafeMutablePointer(mutating: base + field.nameStart),
+                                                value: UnsafeMutablePointer(mutating: base + field.valueStart),
+                                                namelen: field.nameLength, valuelen: field.valueLength, flags: flags))
                 }
                 guard let blockBase = blockBytes.baseAddress, let constantBase = constantBytes.baseAddress else { return -1 }
                 // Pseudo-headers first: :method, :path, then :scheme, :authority, then the rest.
-                add(block.entries.prefix(2), blockBase)
-                add(constant.entries[...], constantBase)
-                add(block.entries.dropFirst(2), blockBase)
+                var index = 0
+                block.forEachField { field in
+                    if index == 2 { constant.forEachField { add($0, constantBase) } }
+                    add(field, blockBase)
+                    index += 1
+                }
+                if index < 3 { constant.forEachField { add($0, constantBase) } }
                 return nvScratch.withUnsafeBufferPointer { nvs in
                     if hasBody {
                         var provider = nghttp2_data_provider()

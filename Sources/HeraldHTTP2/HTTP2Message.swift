@@ -104,10 +104,18 @@ public struct HTTP2Response: Sendable {
     }
 }
 
-/// Header fields as one byte buffer plus their positions: what `nghttp2_nv` entries point into.
-/// Immutable after creation, hence `Sendable`.
-final class EncodedHeaderBlock: Sendable {
-    struct Entry: Sendable {
+/// Header fields laid out in one byte buffer, each as a flag byte (never indexed or not), the
+/// name's and the value's lengths (4 bytes each, little-endian), then the name and the value:
+/// what `nghttp2_nv` entries point into. One allocation per request. Immutable after creation,
+/// hence `Sendable`.
+struct EncodedHeaderBlock: Sendable {
+    /// The fields, laid out as above.
+    let bytes: [UInt8]
+    /// How many fields.
+    let count: Int
+
+    /// A field's place in ``bytes``.
+    struct Field {
         let nameStart: Int
         let nameLength: Int
         let valueStart: Int
@@ -115,43 +123,49 @@ final class EncodedHeaderBlock: Sendable {
         let neverIndex: Bool
     }
 
-    let storage: [UInt8]
-    let entries: [Entry]
-
     /// `:method`, `:path` (never indexed: it carries device tokens) and `headers`.
-    /// (Two allocations, the storage and the entries: one of these is made per request.)
     init(method: String, path: String, headers: [HeaderField]) {
-        var storage: [UInt8] = []
-        storage.reserveCapacity(headers.reduce(":method:path".utf8.count + method.utf8.count + path.utf8.count + 1) {
-            $0 + $1.name.utf8.count + $1.value.utf8.count
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(headers.reduce(":method:path".utf8.count + method.utf8.count + path.utf8.count + 18) {
+            $0 + $1.name.utf8.count + $1.value.utf8.count + 9
         })
-        var entries: [Entry] = []
-        entries.reserveCapacity(headers.count + 2)
-        EncodedHeaderBlock.add(":method", method, neverIndex: false, to: &storage, &entries)
-        EncodedHeaderBlock.add(":path", path, neverIndex: true, to: &storage, &entries)
-        for field in headers { EncodedHeaderBlock.add(field.name, field.value, neverIndex: field.neverIndex, to: &storage, &entries) }
-        storage.append(0)  // never empty, so the base address is never nil
-        self.storage = storage
-        self.entries = entries
+        EncodedHeaderBlock.add(":method", method, neverIndex: false, to: &bytes)
+        EncodedHeaderBlock.add(":path", path, neverIndex: true, to: &bytes)
+        for field in headers { EncodedHeaderBlock.add(field.name, field.value, neverIndex: field.neverIndex, to: &bytes) }
+        self.bytes = bytes
+        count = headers.count + 2
     }
 
     init(_ fields: [HeaderField]) {
-        var storage: [UInt8] = []
-        storage.reserveCapacity(fields.reduce(1) { $0 + $1.name.utf8.count + $1.value.utf8.count })
-        var entries: [Entry] = []
-        entries.reserveCapacity(fields.count)
-        for field in fields { EncodedHeaderBlock.add(field.name, field.value, neverIndex: field.neverIndex, to: &storage, &entries) }
-        storage.append(0)  // never empty, so the base address is never nil
-        self.storage = storage
-        self.entries = entries
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 9 })
+        for field in fields { EncodedHeaderBlock.add(field.name, field.value, neverIndex: field.neverIndex, to: &bytes) }
+        self.bytes = bytes
+        count = fields.count
     }
 
-    private static func add(_ name: String, _ value: String, neverIndex: Bool, to storage: inout [UInt8], _ entries: inout [Entry]) {
-        let nameStart = storage.count
-        storage.append(contentsOf: name.utf8)
-        let valueStart = storage.count
-        storage.append(contentsOf: value.utf8)
-        entries.append(Entry(nameStart: nameStart, nameLength: valueStart - nameStart, valueStart: valueStart,
-                             valueLength: storage.count - valueStart, neverIndex: neverIndex))
+    private static func add(_ name: String, _ value: String, neverIndex: Bool, to bytes: inout [UInt8]) {
+        bytes.append(neverIndex ? 1 : 0)
+        withUnsafeBytes(of: UInt32(truncatingIfNeeded: name.utf8.count).littleEndian) { bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: UInt32(truncatingIfNeeded: value.utf8.count).littleEndian) { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: name.utf8)
+        bytes.append(contentsOf: value.utf8)
+    }
+
+    /// Calls `body` with each field's place, in order.
+    func forEachField(_ body: (Field) -> Void) {
+        bytes.withUnsafeBufferPointer { bytes in
+            var index = 0
+            while index + 9 <= bytes.count {
+                func length(at offset: Int) -> Int {
+                    Int(UInt32(bytes[offset]) | UInt32(bytes[offset + 1]) << 8 | UInt32(bytes[offset + 2]) << 16 | UInt32(bytes[offset + 3]) << 24)
+                }
+                let nameLength = length(at: index + 1), valueLength = length(at: index + 5)
+                let nameStart = index + 9
+                body(Field(nameStart: nameStart, nameLength: nameLength, valueStart: nameStart + nameLength, valueLength: valueLength,
+                           neverIndex: bytes[index] != 0))
+                index = nameStart + nameLength + valueLength
+            }
+        }
     }
 }
