@@ -6,7 +6,13 @@ final class DeliveryBox: Sendable {
         case batch(DeliveryBatch, Int)
     }
     let target: Target
-    init(target: Target) { self.target = target }
+    /// The message's topic, for its report (read back from librdkafka, it would be a new string
+    /// per message).
+    let topic: String
+    init(target: Target, topic: String) {
+        self.target = target
+        self.topic = topic
+    }
 
     func complete(_ result: Result<KafkaDeliveryReport, KafkaError>) {
         switch target {

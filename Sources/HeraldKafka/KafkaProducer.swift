@@ -70,7 +70,7 @@ public final class KafkaProducer: Sendable {
     /// did not acknowledge it in `message.timeout.ms`.
     public func send(_ message: KafkaProducerMessage) async throws(KafkaError) -> KafkaDeliveryReport {
         let result: Result<KafkaDeliveryReport, KafkaError> = await withCheckedContinuation { continuation in
-            let box = DeliveryBox(target: .single(continuation))
+            let box = DeliveryBox(target: .single(continuation), topic: message.topic)
             if let error = enqueue(message, box: box, waitWhenFull: false) {
                 box.complete(.failure(error))
             }
@@ -98,7 +98,7 @@ public final class KafkaProducer: Sendable {
             enqueueQueue.async { [self] in
                 prepareTopics(messages)
                 for (index, message) in messages.enumerated() {
-                    let box = DeliveryBox(target: .batch(batch, index))
+                    let box = DeliveryBox(target: .batch(batch, index), topic: message.topic)
                     if let error = enqueue(message, box: box, waitWhenFull: true) {
                         box.complete(.failure(error))
                     }
@@ -124,8 +124,11 @@ public final class KafkaProducer: Sendable {
     /// queued: a batch queued for a topic librdkafka knows nothing about waits about a second
     /// (its periodic topic scan) before the first message goes out. Blocking; on `enqueueQueue`.
     private func prepareTopics(_ messages: [KafkaProducerMessage]) {
-        let topics = Set(messages.map(\.topic))
-        let unknown = knownTopics.withLock { known in topics.subtracting(known) }
+        // A batch goes to one topic or a few: gathered by comparison, not by hashing each
+        // message's topic.
+        var topics: [String] = []
+        for message in messages where !topics.contains(message.topic) { topics.append(message.topic) }
+        let unknown = knownTopics.withLock { known in topics.filter { !known.contains($0) } }
         for topic in unknown where !topic.isEmpty && !topic.utf8.contains(0) {
             guard client.fetchMetadata(of: topic, timeoutMilliseconds: 5_000) else { continue }
             _ = knownTopics.withLock { $0.insert(topic) }

@@ -23,8 +23,7 @@ struct RDKafkaProducer: Sendable {
             let box = Unmanaged<DeliveryBox>.fromOpaque(opaque).takeRetainedValue()
             let error = message.pointee.err
             if error == RD_KAFKA_RESP_ERR_NO_ERROR {
-                let topic = String(cString: rd_kafka_topic_name(message.pointee.rkt))
-                box.complete(.success(KafkaDeliveryReport(topic: topic, partition: message.pointee.partition, offset: message.pointee.offset)))
+                box.complete(.success(KafkaDeliveryReport(topic: box.topic, partition: message.pointee.partition, offset: message.pointee.offset)))
             } else {
                 box.complete(.failure(KafkaError(.delivery, rdkafkaErrorText(error), rdkafkaCode: error.rawValue)))
             }
