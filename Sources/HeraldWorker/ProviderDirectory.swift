@@ -225,30 +225,15 @@ final class AppDelivery: Sendable {
         }
     }
 
-    /// Renders and sends `job` to `member` as ``send(_:to:token:now:validateOnly:)`` does, calling
-    /// `completion` with the outcome (on a provider's event loop, or at once when nothing is sent)
-    /// instead of suspending: the shard run's path, with no task per send. `templates`: the
-    /// run's renderings of the job, made once per shape of device; `submissions`: where the
-    /// request waits for the run's next ``HTTP2Submissions/submit()``.
-    func start(_ job: Job, to member: AudienceMember, token: String, now: Timestamp, templates: PushTemplates? = nil,
-               submissions: HTTP2Submissions? = nil, completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
-        switch prepare(job, to: member, token: token, now: now, validateOnly: false, templates: templates) {
-        case .decided(let outcome): completion(outcome)
-        case .apns(let client, let notification):
-            client.execute(notification, submissions: submissions) { completion(DeliveryOutcome($0)) }
-        case .fcm(let client, let body):
-            client.execute(body: body, submissions: submissions) { completion(DeliveryOutcome($0)) }
-        }
-    }
-
     /// A send rendered and routed: what to send through which client, or its outcome already.
-    private enum Prepared {
+    /// The shard run performs it with one completion per send (``ShardRun``'s `dispatch`).
+    enum Prepared {
         case decided(DeliveryOutcome)
         case apns(APNsClient, APNsNotification)
         case fcm(FCMClient, [UInt8])
     }
 
-    private func prepare(_ job: Job, to member: AudienceMember, token: String, now: Timestamp, validateOnly: Bool,
+    func prepare(_ job: Job, to member: AudienceMember, token: String, now: Timestamp, validateOnly: Bool,
                          templates: PushTemplates? = nil) -> Prepared {
         let rendered = templates?.render(job, to: member, token: token, delivery: self, now: now)
             ?? PushRender.render(job, to: member, token: token, app: settings, now: now)

@@ -214,14 +214,20 @@ final class ShardRun {
         }
     }
 
+    /// Renders and starts the send; its answer is posted to the inbox from the provider's event
+    /// loop (at once when nothing is sent), by the one closure the send allocates.
     private func dispatch(_ send: ShardRunState.Send, provider: Receipt.Provider) {
         tally.started()
         let inbox = self.inbox
         let started = ContinuousClock.now
-        delivery.start(job, to: send.member, token: send.token, now: .now, templates: templates, submissions: submissions) { outcome in
+        @Sendable func post(_ outcome: DeliveryOutcome) {
             let elapsed = ContinuousClock.now - started
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            inbox.post(.sent(send, outcome: outcome, seconds: seconds))
+            inbox.post(.sent(send, outcome: outcome, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18))
+        }
+        switch delivery.prepare(job, to: send.member, token: send.token, now: .now, validateOnly: false, templates: templates) {
+        case .decided(let outcome): post(outcome)
+        case .apns(let client, let notification): client.execute(notification, submissions: submissions) { post(DeliveryOutcome($0)) }
+        case .fcm(let client, let body): client.execute(body: body, submissions: submissions) { post(DeliveryOutcome($0)) }
         }
     }
 
