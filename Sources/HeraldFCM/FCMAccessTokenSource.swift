@@ -18,6 +18,15 @@ public actor FCMAccessTokenSource {
     public struct AccessToken: Sendable, Equatable {
         public let value: String
         public let expiresAt: Timestamp
+        /// `Bearer <value>`, made once per token rather than once per request (a token is about
+        /// a kilobyte).
+        public let authorization: String
+
+        init(value: String, expiresAt: Timestamp) {
+            self.value = value
+            self.expiresAt = expiresAt
+            authorization = "Bearer \(value)"
+        }
     }
 
     public nonisolated let account: FCMServiceAccount

@@ -87,7 +87,7 @@ public final class FCMClient: Sendable {
 
     private func request(body: [UInt8], token: FCMAccessTokenSource.AccessToken) -> HTTP2Request {
         HTTP2Request(path: sendPath, headers: [
-            HeaderField("authorization", "Bearer \(token.value)"), HeaderField("content-type", "application/json; charset=UTF-8"),
+            HeaderField("authorization", token.authorization), HeaderField("content-type", "application/json; charset=UTF-8"),
         ], body: body, timeoutNanoseconds: timeoutNanoseconds)
     }
 

@@ -12,6 +12,7 @@ import Testing
         let tokens = try fixture.tokenSource(refreshMarginSeconds: 30)
         let first = try await tokens.token()
         #expect(first.expiresAt.seconds == fixture.clock.now.seconds + 100)
+        #expect(first.authorization == "Bearer " + first.value && !first.value.isEmpty)
         fixture.clock.advance(seconds: 60)
         #expect(try await tokens.token() == first)
         #expect(fixture.stats.tokensIssued == 1)
