@@ -111,8 +111,6 @@ public struct HTTP2Response: Sendable {
 struct EncodedHeaderBlock: Sendable {
     /// The fields, laid out as above.
     let bytes: [UInt8]
-    /// How many fields.
-    let count: Int
 
     /// A field's place in ``bytes``.
     struct Field {
@@ -133,7 +131,6 @@ struct EncodedHeaderBlock: Sendable {
         EncodedHeaderBlock.add(":path", path, neverIndex: true, to: &bytes)
         for field in headers { EncodedHeaderBlock.add(field.name, field.value, neverIndex: field.neverIndex, to: &bytes) }
         self.bytes = bytes
-        count = headers.count + 2
     }
 
     init(_ fields: [HeaderField]) {
@@ -141,7 +138,6 @@ struct EncodedHeaderBlock: Sendable {
         bytes.reserveCapacity(fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 9 })
         for field in fields { EncodedHeaderBlock.add(field.name, field.value, neverIndex: field.neverIndex, to: &bytes) }
         self.bytes = bytes
-        count = fields.count
     }
 
     private static func add(_ name: String, _ value: String, neverIndex: Bool, to bytes: inout [UInt8]) {

@@ -234,7 +234,7 @@ final class AppDelivery: Sendable {
     }
 
     func prepare(_ job: Job, to member: AudienceMember, token: String, now: Timestamp, validateOnly: Bool,
-                         templates: PushTemplates? = nil) -> Prepared {
+                 templates: PushTemplates? = nil) -> Prepared {
         let rendered = templates?.render(job, to: member, token: token, delivery: self, now: now)
             ?? PushRender.render(job, to: member, token: token, app: settings, now: now)
         if case .failed(.unknownChannel, let detail) = rendered { return .decided(.failed(reason: .unknownChannel, providerReason: detail)) }
