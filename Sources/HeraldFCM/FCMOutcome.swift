@@ -79,51 +79,39 @@ public enum FCMOutcome: Sendable, Equatable {
     /// string of printable ASCII without escapes — is read in place; anything else goes through
     /// the parser.
     static func messageName(_ body: [UInt8]) -> String {
-        body.withUnsafeBufferPointer { bytes in
-            var index = 0
-            func skipSpace() {
-                while index < bytes.count {
-                    switch bytes[index] {
-                    case 0x20, 0x0A, 0x0D, 0x09: index += 1
-                    default: return
-                    }
-                }
-            }
-            func take(_ text: StaticString) -> Bool {
-                let expected = UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
-                guard index + expected.count <= bytes.count, bytes[index..<(index + expected.count)].elementsEqual(expected) else { return false }
-                index += expected.count
-                return true
-            }
-            skipSpace()
-            if take("{") {
-                skipSpace()
-                if take("\"name\"") {
-                    skipSpace()
-                    if take(":") {
-                        skipSpace()
-                        if take("\"") {
-                            let start = index
-                            while index < bytes.count, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\"),
-                                  (0x20..<0x80).contains(bytes[index]) {
-                                index += 1
-                            }
-                            let end = index
-                            if take("\"") {
-                                skipSpace()
-                                if take("}") {
-                                    skipSpace()
-                                    if index == bytes.count {
-                                        return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            return (try? JSONValue.parse(body, limits: .init(maxBytes: 64 * 1024, maxDepth: 8)))?["name"]?.stringValue ?? ""
+        if let name = body.withUnsafeBufferPointer(usualMessageName) { return name }
+        return (try? JSONValue.parse(body, limits: .init(maxBytes: 64 * 1024, maxDepth: 8)))?["name"]?.stringValue ?? ""
+    }
+
+    /// The name in `{"name":"…"}` (JSON whitespace around the tokens), when the string is printable
+    /// ASCII without escapes; nil for any other body.
+    private static func usualMessageName(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        var index = 0
+        func skipSpace() {
+            while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x0A || bytes[index] == 0x0D || bytes[index] == 0x09 { index += 1 }
         }
+        /// Takes `text` right at `index`.
+        func take(_ text: StaticString) -> Bool {
+            let expected = UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
+            guard index + expected.count <= bytes.count, bytes[index..<(index + expected.count)].elementsEqual(expected) else { return false }
+            index += expected.count
+            return true
+        }
+        /// Takes `text` after any whitespace.
+        func token(_ text: StaticString) -> Bool {
+            skipSpace()
+            return take(text)
+        }
+        guard token("{"), token("\"name\""), token(":"), token("\"") else { return nil }
+        let start = index
+        while index < bytes.count, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\"), (0x20..<0x80).contains(bytes[index]) {
+            index += 1
+        }
+        let end = index
+        guard take("\""), token("}") else { return nil }
+        skipSpace()
+        guard index == bytes.count else { return nil }
+        return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
     }
 
     /// `Retry-After` in seconds (the delta form; an HTTP-date is ignored).
