@@ -10,8 +10,9 @@ import Synchronization
 /// busy run costs one wake-up per batch of answers rather than one task and one wake-up per send.
 final class SendInbox: Sendable {
     enum Item: Sendable {
-        /// A send's outcome and how long it took.
-        case sent(ShardRunState.Send, outcome: DeliveryOutcome, seconds: Double)
+        /// A send's outcome and how long it took. The send travels by reference: an item is
+        /// copied into the inbox and out of it, and a send's member holds half a dozen strings.
+        case sent(SentRequest, outcome: DeliveryOutcome, seconds: Double)
         /// The run's timer: re-read the app and the job, take a checkpoint that is due.
         case tick
     }
@@ -97,5 +98,26 @@ final class SendInbox: Sendable {
                 state.items.removeAll(keepingCapacity: true)
             }
         }
+    }
+}
+
+/// A send in flight: made by the run as it starts the send, and posted back to the run's inbox
+/// with its outcome by the provider's event loop. The completion a client keeps captures only
+/// this object (so it needs no context of its own), and the answer carries it by reference.
+final class SentRequest: Sendable {
+    let send: ShardRunState.Send
+    private let inbox: SendInbox
+    private let started: ContinuousClock.Instant
+
+    init(_ send: ShardRunState.Send, inbox: SendInbox, started: ContinuousClock.Instant) {
+        self.send = send
+        self.inbox = inbox
+        self.started = started
+    }
+
+    /// Posts the send's outcome, with the time since it started, to the run's inbox.
+    func answer(_ outcome: DeliveryOutcome) {
+        let elapsed = ContinuousClock.now - started
+        inbox.post(.sent(self, outcome: outcome, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18))
     }
 }

@@ -215,19 +215,15 @@ final class ShardRun {
     }
 
     /// Renders and starts the send; its answer is posted to the inbox from the provider's event
-    /// loop (at once when nothing is sent), by the one closure the send allocates.
+    /// loop (at once when nothing is sent) through the send's ``SentRequest``, the one object the
+    /// send allocates for its completion.
     private func dispatch(_ send: ShardRunState.Send, provider: Receipt.Provider) {
         tally.started()
-        let inbox = self.inbox
-        let started = ContinuousClock.now
-        @Sendable func post(_ outcome: DeliveryOutcome) {
-            let elapsed = ContinuousClock.now - started
-            inbox.post(.sent(send, outcome: outcome, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18))
-        }
+        let request = SentRequest(send, inbox: inbox, started: .now)
         switch delivery.prepare(job, to: send.member, token: send.token, now: .now, validateOnly: false, templates: templates) {
-        case .decided(let outcome): post(outcome)
-        case .apns(let client, let notification): client.execute(notification, submissions: submissions) { post(DeliveryOutcome($0)) }
-        case .fcm(let client, let body): client.execute(body: body, submissions: submissions) { post(DeliveryOutcome($0)) }
+        case .decided(let outcome): request.answer(outcome)
+        case .apns(let client, let notification): client.execute(notification, submissions: submissions) { request.answer(DeliveryOutcome($0)) }
+        case .fcm(let client, let body): client.execute(body: body, submissions: submissions) { request.answer(DeliveryOutcome($0)) }
         }
     }
 
@@ -268,8 +264,8 @@ final class ShardRun {
             switch item {
             case .tick:
                 ticked = true
-            case .sent(let send, let outcome, let seconds):
-                answered(send, outcome, seconds: seconds)
+            case .sent(let request, let outcome, let seconds):
+                answered(request.send, outcome, seconds: seconds)
             }
         }
         if ticked {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import HeraldCore
 import HeraldHTTP2
 @testable import HeraldWorker
 
@@ -82,5 +83,21 @@ import HeraldHTTP2
         inbox.take(into: &batch)
         #expect(batch.count == 2)
         #expect(inbox.take().isEmpty)
+    }
+
+    /// A send's answer reaches the run's inbox carrying the send itself, its outcome and a
+    /// duration measured from when it started.
+    @Test func aSentRequestPostsItsOutcomeWithTheSendAndHowLongItTook() {
+        let inbox = SendInbox()
+        let send = ShardRunState.Send(member: World.member(3), token: World.member(3).token, attempts: 1,
+                                      firstAttemptAt: Timestamp(seconds: 1_800_000_000), isRetry: false)
+        let request = SentRequest(send, inbox: inbox, started: .now - .milliseconds(20))
+        request.answer(.accepted(providerID: "apns-1"))
+        let items = inbox.take()
+        #expect(items.count == 1)
+        guard case .sent(let answered, let outcome, let seconds)? = items.first else { Issue.record("not a send"); return }
+        #expect(answered === request && answered.send == send)
+        #expect(outcome == .accepted(providerID: "apns-1"))
+        #expect(seconds >= 0.02 && seconds < 60)
     }
 }
