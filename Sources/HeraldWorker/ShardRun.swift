@@ -332,8 +332,9 @@ final class ShardRun {
     // MARK: - Checkpoints
 
     var checkpointDue: Bool {
-        state.checkpointDue(since: ContinuousClock.now - lastCheckpoint, every: context.settings.checkpointEvery,
-                            interval: context.settings.checkpointInterval)
+        ShardRunState.checkpointDue(firstAttempts: state.sinceCheckpoint, receiptsWaiting: !state.receipts.isEmpty,
+                                    since: ContinuousClock.now - lastCheckpoint, every: context.settings.checkpointEvery,
+                                    interval: context.settings.checkpointInterval)
     }
 
     /// Makes progress durable, in this order: halts recorded, receipts acknowledged by Kafka,

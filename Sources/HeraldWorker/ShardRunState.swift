@@ -254,7 +254,14 @@ struct ShardRunState {
     /// Whether a checkpoint is due: `every` first attempts since the last, or `interval` passed
     /// with something to save (or 10 s with nothing, to renew the lease).
     func checkpointDue(since elapsed: Duration, every: Int, interval: Duration) -> Bool {
-        sinceCheckpoint >= every || (elapsed >= interval && (sinceCheckpoint > 0 || !receipts.isEmpty || elapsed >= .seconds(10)))
+        Self.checkpointDue(firstAttempts: sinceCheckpoint, receiptsWaiting: !receipts.isEmpty, since: elapsed, every: every, interval: interval)
+    }
+
+    /// ``checkpointDue(since:every:interval:)`` from the two fields it reads. The driver asks
+    /// before every send with this one: a method called on the state it keeps in a property
+    /// copies the whole state first (a retain and a release of each collection in it).
+    static func checkpointDue(firstAttempts: Int, receiptsWaiting: Bool, since elapsed: Duration, every: Int, interval: Duration) -> Bool {
+        firstAttempts >= every || (elapsed >= interval && (firstAttempts > 0 || receiptsWaiting || elapsed >= .seconds(10)))
     }
 
     /// Takes what the next checkpoint saves. Once the driver saved all of it, it calls

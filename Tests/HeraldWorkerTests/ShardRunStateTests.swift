@@ -50,6 +50,28 @@ import Testing
         #expect(checkpoint.tally[ShardRunTally.Key(provider: "apns", outcome: "accepted", reason: nil)] == 1)
     }
 
+    /// The rule the driver asks from two fields, and the state's own answer, agree.
+    @Test func aCheckpointIsDueAfterEnoughSendsOrOnceTheIntervalPassedWithSomethingToSave() throws {
+        func due(_ firstAttempts: Int, _ receipts: Bool, _ seconds: Int64) -> Bool {
+            ShardRunState.checkpointDue(firstAttempts: firstAttempts, receiptsWaiting: receipts, since: .seconds(seconds), every: 5, interval: .seconds(2))
+        }
+        #expect(due(5, false, 0), "every 5 first attempts")
+        #expect(!due(4, true, 1), "neither the count nor the interval")
+        #expect(due(1, false, 2) && due(0, true, 2), "the interval, with something to save")
+        #expect(!due(0, false, 9), "nothing to save")
+        #expect(due(0, false, 10), "nothing to save, but the lease is renewed")
+        var state = ShardRunState(facts: .init(job: try World.job()), counts: ShardCounts())
+        let now = Timestamp(seconds: 1_800_000_000)
+        for index in 0..<6 {
+            for seconds: Int64 in [0, 2, 10] {
+                let expected = due(state.sinceCheckpoint, !state.receipts.isEmpty, seconds)
+                #expect(state.checkpointDue(since: .seconds(seconds), every: 5, interval: .seconds(2)) == expected)
+            }
+            guard case .send(let send) = state.admit(World.member(index), haltReason: nil, now: now) else { Issue.record("not sent"); return }
+            _ = state.answered(send, .accepted(providerID: "p"), verdict: .apply, now: now, random: 0.5)
+        }
+    }
+
     @Test func aCredentialFaultHaltsTheProviderAndParksUntilItIsLifted() throws {
         var state = ShardRunState(facts: .init(job: try World.job()), counts: ShardCounts())
         let now = Timestamp(seconds: 1_800_000_000)
