@@ -54,8 +54,7 @@ extension JSONValue {
     /// Appends `string` escaped as inside a JSON string literal, without the quotes (a literal
     /// written in parts).
     public static func writeStringContents(_ string: String, into out: inout [UInt8]) {
-        var string = string
-        string.withUTF8 { bytes in
+        string.withUTF8Bytes { bytes in
             var runStart = 0
             for index in bytes.indices {
                 let byte = bytes[index]

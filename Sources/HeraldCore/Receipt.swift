@@ -230,7 +230,8 @@ public struct Receipt: Sendable, Equatable {
             first = false
             out.append(UInt8(ascii: "\""))
             out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-            out.append(contentsOf: "\":".utf8)
+            out.append(UInt8(ascii: "\""))
+            out.append(UInt8(ascii: ":"))
         }
         func string(_ name: StaticString, _ value: String?) {
             guard let value else { return }

@@ -144,8 +144,8 @@ struct EncodedHeaderBlock: Sendable {
         bytes.append(neverIndex ? 1 : 0)
         withUnsafeBytes(of: UInt32(truncatingIfNeeded: name.utf8.count).littleEndian) { bytes.append(contentsOf: $0) }
         withUnsafeBytes(of: UInt32(truncatingIfNeeded: value.utf8.count).littleEndian) { bytes.append(contentsOf: $0) }
-        bytes.append(contentsOf: name.utf8)
-        bytes.append(contentsOf: value.utf8)
+        bytes.appendUTF8(name)
+        bytes.appendUTF8(value)
     }
 
     /// Calls `body` with each field's place, in order.

@@ -191,7 +191,7 @@ final class PushTemplates {
             bytes.reserveCapacity(template.segments.reduce(0) { $0 + $1.count } + template.slots.count * max(subscription.utf8.count, token.utf8.count))
             for (index, slot) in template.slots.enumerated() {
                 bytes.append(contentsOf: template.segments[index])
-                bytes.append(contentsOf: slot == .subscription ? subscription.utf8 : token.utf8)
+                bytes.appendUTF8(slot == .subscription ? subscription : token)
             }
             if let last = template.segments.last { bytes.append(contentsOf: last) }
             return bytes
