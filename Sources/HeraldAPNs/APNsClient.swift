@@ -126,7 +126,8 @@ public final class APNsClient: Sendable {
                         completion: @escaping @Sendable (APNsOutcome) -> Void) {
         let pool = environment(for: notification) == .sandbox ? sandbox : production
         guard case .token(let source) = authentication else {
-            execute(request(for: notification, bearer: nil), on: pool, submissions: submissions, retry: nil, completion: completion)
+            execute(request(for: notification, bearer: nil), apnsID: notification.apnsID, on: pool, submissions: submissions, retry: nil,
+                    completion: completion)
             return
         }
         let bearer: String
@@ -135,7 +136,7 @@ public final class APNsClient: Sendable {
             completion(.credentialFault(reason: "cannot sign the provider token: \(error)"))
             return
         }
-        execute(request(for: notification, authorization: authorization), on: pool, submissions: submissions,
+        execute(request(for: notification, authorization: authorization), apnsID: notification.apnsID, on: pool, submissions: submissions,
                 retry: ExpiredTokenRetry(source: source, bearer: bearer, notification: notification), completion: completion)
     }
 
@@ -149,7 +150,7 @@ public final class APNsClient: Sendable {
 
     /// Sends `request` and classifies the answer, with one closure per send: the expired-token
     /// resend (`retry`) is decided in the same closure that classifies.
-    private func execute(_ request: HTTP2Request, on pool: HTTP2Client, submissions: HTTP2Submissions?,
+    private func execute(_ request: consuming HTTP2Request, apnsID: String, on pool: HTTP2Client, submissions: HTTP2Submissions?,
                          retry: ExpiredTokenRetry?, completion: @escaping @Sendable (APNsOutcome) -> Void) {
         let certificateAuth: Bool
         if case .certificate = authentication { certificateAuth = true } else { certificateAuth = false }
@@ -158,9 +159,10 @@ public final class APNsClient: Sendable {
             switch result {
             case .success(let response):
                 let classified = APNsOutcome.classify(response)
-                // APNs echoes the request's apns-id; keep ours if an answer ever lacks it.
+                // APNs echoes the request's apns-id; keep ours if an answer ever lacks it (the
+                // closure keeps the id, not the request: a retain of each of its parts).
                 if classified == .accepted(apnsID: "") {
-                    outcome = .accepted(apnsID: request.headers.first { $0.name == "apns-id" }?.value ?? "")
+                    outcome = .accepted(apnsID: apnsID)
                 } else {
                     outcome = classified
                 }
@@ -175,7 +177,7 @@ public final class APNsClient: Sendable {
                 return completion(.credentialFault(reason: "cannot sign the provider token: \(error)"))
             }
             guard fresh != retry.bearer else { return completion(outcome) }
-            self.execute(self.request(for: retry.notification, bearer: fresh), on: pool, submissions: nil, retry: nil,
+            self.execute(self.request(for: retry.notification, bearer: fresh), apnsID: retry.notification.apnsID, on: pool, submissions: nil, retry: nil,
                          completion: completion)
         }
         if let submissions {

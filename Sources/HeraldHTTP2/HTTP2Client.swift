@@ -107,10 +107,12 @@ public final class HTTP2Client: @unchecked Sendable, HTTP2ClientConnectionOwner 
     /// Sends every request of `batch` as ``execute(_:completion:)`` does, in order, with one hop
     /// onto the pool's event loop for all of them (``HTTP2Submissions``).
     public func execute(_ batch: [Submission]) {
+        // By index: `for item in batch` copies each submission out (a retain of every part of
+        // its request, and of its completion).
         if loop.inEventLoop {
-            for item in batch { executeOnLoop(item.request, completion: item.completion) }
+            for index in batch.indices { executeOnLoop(batch[index].request, completion: batch[index].completion) }
         } else {
-            loop.execute { for item in batch { self.executeOnLoop(item.request, completion: item.completion) } }
+            loop.execute { for index in batch.indices { self.executeOnLoop(batch[index].request, completion: batch[index].completion) } }
         }
     }
 

@@ -129,7 +129,10 @@ struct EncodedHeaderBlock: Sendable {
         })
         EncodedHeaderBlock.add(":method", method, neverIndex: false, to: &bytes)
         EncodedHeaderBlock.add(":path", path, neverIndex: true, to: &bytes)
-        for field in headers { EncodedHeaderBlock.add(field.name, field.value, neverIndex: field.neverIndex, to: &bytes) }
+        // By index: `for field in headers` copies each field out (a retain of its name and value).
+        for index in headers.indices {
+            EncodedHeaderBlock.add(headers[index].name, headers[index].value, neverIndex: headers[index].neverIndex, to: &bytes)
+        }
         self.bytes = bytes
     }
 

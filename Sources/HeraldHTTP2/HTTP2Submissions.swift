@@ -19,15 +19,16 @@ public final class HTTP2Submissions {
 
     /// Adds `request` for `client`; `completion` runs on the client's event loop once it is sent
     /// and answered (or has failed), as with ``HTTP2Client/execute(_:completion:)``.
-    public func add(_ request: HTTP2Request, to client: HTTP2Client,
+    public func add(_ request: consuming HTTP2Request, to client: HTTP2Client,
                     completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void) {
         count += 1
         // A run sends to one or two pools: a linear search beats hashing.
-        for index in batches.indices where batches[index].client === client {
-            batches[index].items.append(HTTP2Client.Submission(request: request, completion: completion))
-            return
+        let submission = HTTP2Client.Submission(request: request, completion: completion)
+        if let index = batches.firstIndex(where: { $0.client === client }) {
+            batches[index].items.append(submission)
+        } else {
+            batches.append(Batch(client: client, items: [submission]))
         }
-        batches.append(Batch(client: client, items: [HTTP2Client.Submission(request: request, completion: completion)]))
     }
 
     /// Hands every gathered request to its pool.

@@ -116,10 +116,11 @@ final class ShardRun {
             submit()
             guard let page = try await pages.next() else { break }
             if ContinuousClock.now - lastRefresh >= Self.pageRefreshInterval { try await refresh() }
-            for member in page {
+            // By index: `for member in page` copies each member out (a retain of each of its strings).
+            for index in page.indices {
                 if context.stop.isSet { break sweeping }
-                let provider = AppDelivery.provider(for: member, kind: job.kind)
-                guard case .send(let send) = state.admit(member, haltReason: delivery.haltReason(provider), now: .now) else { continue }
+                let provider = AppDelivery.provider(for: page[index], kind: job.kind)
+                guard case .send(let send) = state.admit(page[index], haltReason: delivery.haltReason(provider), now: .now) else { continue }
                 try await self.send(send, provider: provider)
             }
             try await dispatchDueRetries()
