@@ -116,11 +116,10 @@ final class ShardRun {
             submit()
             guard let page = try await pages.next() else { break }
             if ContinuousClock.now - lastRefresh >= Self.pageRefreshInterval { try await refresh() }
-            // By index: `for member in page` copies each member out (a retain of each of its strings).
-            for index in page.indices {
+            for member in page {
                 if context.stop.isSet { break sweeping }
-                let provider = AppDelivery.provider(for: page[index], kind: job.kind)
-                guard case .send(let send) = state.admit(page[index], haltReason: delivery.haltReason(provider), now: .now) else { continue }
+                let provider = AppDelivery.provider(for: member, kind: job.kind)
+                guard case .send(let send) = state.admit(member, haltReason: delivery.haltReason(provider), now: .now) else { continue }
                 try await self.send(send, provider: provider)
             }
             try await dispatchDueRetries()
@@ -180,7 +179,7 @@ final class ShardRun {
     /// Sends what the state admitted: within the window (answers handled meanwhile), after a
     /// throttled run's first answer from the provider, after the job's throttle and in the
     /// provider ceiling's pace.
-    private func send(_ send: ShardRunState.Send, provider: Receipt.Provider) async throws {
+    private func send(_ send: consuming ShardRunState.Send, provider: Receipt.Provider) async throws {
         // The admitted send is counted in flight already.
         while state.inFlight > context.settings.window {
             try await handleNext()
@@ -218,10 +217,12 @@ final class ShardRun {
     /// Renders and starts the send; its answer is posted to the inbox from the provider's event
     /// loop (at once when nothing is sent) through the send's ``SentRequest``, the one object the
     /// send allocates for its completion.
-    private func dispatch(_ send: ShardRunState.Send, provider: Receipt.Provider) {
+    private func dispatch(_ send: consuming ShardRunState.Send, provider: Receipt.Provider) {
         tally.started()
-        let request = SentRequest(send, inbox: inbox, started: .now)
-        switch delivery.prepare(job, to: send.member, token: send.token, now: .now, validateOnly: false, templates: templates) {
+        let started = ContinuousClock.now
+        let prepared = delivery.prepare(job, to: send.member, token: send.token, now: .now, validateOnly: false, templates: templates)
+        let request = SentRequest(send, inbox: inbox, started: started)
+        switch prepared {
         case .decided(let outcome): request.answer(outcome)
         case .apns(let client, let notification): client.execute(notification, submissions: submissions) { request.answer(DeliveryOutcome($0)) }
         case .fcm(let client, let body): client.execute(body: body, submissions: submissions) { request.answer(DeliveryOutcome($0)) }
@@ -266,7 +267,7 @@ final class ShardRun {
             case .tick:
                 ticked = true
             case .sent(let request, let outcome, let seconds):
-                answered(request.send, outcome, seconds: seconds)
+                answered(request, outcome, seconds: seconds)
             }
         }
         if ticked {
@@ -276,8 +277,10 @@ final class ShardRun {
         }
     }
 
-    private func answered(_ send: ShardRunState.Send, _ outcome: DeliveryOutcome, seconds: Double) {
-        let provider = AppDelivery.provider(for: send.member, kind: job.kind)
+    /// Handles a send's answer. The send is read from its ``SentRequest`` where it is used, not
+    /// taken out first (a copy of a send retains each of its member's strings).
+    private func answered(_ request: SentRequest, _ outcome: DeliveryOutcome, seconds: Double) {
+        let provider = AppDelivery.provider(for: request.send.member, kind: job.kind)
         if !warmedProviders.contains(provider) { warmedProviders.append(provider) }
         tally.answered(provider: provider, result: outcome.attemptResult, seconds: seconds)
         var verdict: InvalidationGuard.Verdict?
@@ -286,7 +289,7 @@ final class ShardRun {
             if case .unregistered = outcome { invalid = true }
             verdict = context.directory.guards.record(appID: appID, provider: provider.rawValue, invalid: invalid)
         }
-        let effects = state.answered(send, outcome, verdict: verdict, now: .now, random: Double.random(in: 0..<1, using: &jitter))
+        let effects = state.answered(request.send, outcome, verdict: verdict, now: .now, random: Double.random(in: 0..<1, using: &jitter))
         switch effects.rate {
         case .succeeded: rateLimits?.succeeded(appID: appID, provider: provider)
         case .quotaExceeded: rateLimits?.quotaExceeded(appID: appID, provider: provider)

@@ -40,7 +40,8 @@ extension ShardRunState {
     }
 
     /// Records a terminal receipt and takes the subscription off the parked list.
-    mutating func settle(_ member: AudienceMember, _ receipt: Receipt) {
+    /// (`consuming`: the receipt is moved into the list, not copied with a retain of each string.)
+    mutating func settle(_ member: AudienceMember, _ receipt: consuming Receipt) {
         receipts.append(receipt)
         if let entry = parked.removeValue(forKey: member.id), entry.persisted {
             resolvedParked.insert(member.id)
