@@ -219,6 +219,25 @@ import Testing
         #expect(templates.made == 4)
     }
 
+    /// Exactly `[A-Za-z0-9_:.-]` is splicable, byte by byte, in random strings of every byte.
+    @Test func splicableIsExactlyLettersDigitsAndFourMarks() {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:.-".utf8)
+        for code in 0...255 {
+            let byte = UInt8(code)
+            let string = String(decoding: [UInt8(ascii: "a"), byte], as: UTF8.self)
+            #expect(PushTemplates.splicable(string) == string.utf8.allSatisfy(allowed.contains), "byte \(code)")
+        }
+        var generator = SplitMix64(seed: 7)
+        for _ in 0..<2_000 {
+            let length = Int(generator.next() % 40)
+            let bytes = (0..<length).map { _ in generator.next() % 4 == 0 ? UInt8(truncatingIfNeeded: generator.next()) : Array(allowed)[Int(generator.next() % UInt64(allowed.count))] }
+            let string = String(decoding: bytes, as: UTF8.self)
+            #expect(PushTemplates.splicable(string) == string.utf8.allSatisfy(allowed.contains))
+        }
+        #expect(PushTemplates.splicable("") && PushTemplates.splicable("0b6c3a2e-4f1d-4a8e-9c2b-5d7e8f901234"))
+        #expect(!PushTemplates.splicable("a/b") && !PushTemplates.splicable("é") && !PushTemplates.splicable("a b"))
+    }
+
     @Test func idsAndTokensThatCannotBeSplicedRenderAlone() throws {
         let job = try Self.job(#"{"schema":"herald.job.v1","id":"j3","app_id":"shop","kind":"notification","created_at":"2026-12-02T09:00:00Z","audience":{"all":true},"content":{"title":"T","body":"B"}}"#)
         let delivery = Self.app(.sdk)
