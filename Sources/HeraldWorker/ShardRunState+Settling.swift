@@ -43,7 +43,8 @@ extension ShardRunState {
     /// (`consuming`: the receipt is moved into the list, not copied with a retain of each string.)
     mutating func settle(_ member: AudienceMember, _ receipt: consuming Receipt) {
         receipts.append(receipt)
-        if let entry = parked.removeValue(forKey: member.id), entry.persisted {
+        // Most runs park nothing: no hash of the id then.
+        if !parked.isEmpty, let entry = parked.removeValue(forKey: member.id), entry.persisted {
             resolvedParked.insert(member.id)
         }
     }

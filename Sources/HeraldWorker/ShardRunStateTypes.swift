@@ -74,9 +74,20 @@ struct ShardRunTally: Equatable {
         var reason: Receipt.Reason?
     }
 
-    private(set) var counts: [Key: Int] = [:]
+    /// The counts by key. A run has a handful of keys and counts one per answer: a short list
+    /// searched in order costs less than hashing two strings and a reason each time.
+    private var entries: [(key: Key, count: Int)] = []
+
+    var counts: [Key: Int] { Dictionary(entries.map { ($0.key, $0.count) }, uniquingKeysWith: +) }
 
     mutating func count(_ provider: Receipt.Provider, _ outcome: String, _ reason: Receipt.Reason? = nil) {
-        counts[Key(provider: provider.rawValue, outcome: outcome, reason: reason), default: 0] += 1
+        let key = Key(provider: provider.rawValue, outcome: outcome, reason: reason)
+        if let index = entries.firstIndex(where: { $0.key == key }) {
+            entries[index].count += 1
+        } else {
+            entries.append((key, 1))
+        }
     }
+
+    static func == (lhs: Self, rhs: Self) -> Bool { lhs.counts == rhs.counts }
 }
