@@ -10,12 +10,16 @@ import HeraldWorker
 /// campaign to every device, measured from the outside: receipts read back from the results
 /// topic, deliveries counted by the simulators, the workers' peak RSS and CPU time from /proc.
 /// `--worker-binary` runs another build's workers beside this build's harness (old against new);
-/// `--urgent-probe` times one urgent single-device job a second during the campaign.
+/// `--urgent-probe` times one urgent single-device job a second during the campaign;
+/// `--paired-binary` runs a second build's workers beside the first in the same run
+/// (``BenchPipelinePairs``).
 enum BenchPipelineCommand {
     static let usage = """
         usage: herald bench pipeline [--devices N] [--workers W] [--ios-share S] [--unregistered-share X]
                                      [--sim-threads T] [--partitions P] [--timeout S] [--log-dir DIR] [--json]
-                                     [--worker-binary PATH] [--urgent-probe] [faults…]
+                                     [--worker-binary PATH] [--paired-binary PATH] [--urgent-probe] [faults…]
+          --paired-binary PATH  even-numbered workers run PATH, the others --worker-binary (or this
+                                build); reports each side's CPU per accepted notification (no faults)
           Worker settings come from this process's HERALD_* variables (HERALD_SHARD_SIZE,
           HERALD_SHARD_CONCURRENCY, HERALD_SEND_WINDOW, HERALD_PROVIDER_CONNECTIONS, …).
         """ + "\n" + ChaosPlan.usage
@@ -33,11 +37,17 @@ enum BenchPipelineCommand {
         let logDirectory = options.string("--log-dir")
         let workerBinary = options.string("--worker-binary")
         let urgentProbe = options.flag("--urgent-probe")
+        let pairedBinary = options.string("--paired-binary")
         let chaos = ChaosPlan.parse(&options)
         guard options.finish() else { return 64 }
+        if pairedBinary != nil, !chaos.isEmpty || workers < 2 {
+            Console.error("herald bench pipeline: --paired-binary needs --workers 2 or more and no faults (a shard taken over is counted by its last worker)")
+            return 64
+        }
 
         let environment = DevEnvironment()
         environment.workerExecutable = workerBinary
+        environment.pairedExecutable = pairedBinary
         defer { _ = environment }
         let status = await measure(environment, devices: devices, workers: workers, iosShare: iosShare, unregisteredShare: unregisteredShare,
                                    simulatorThreads: simulatorThreads, partitions: Int32(partitions), timeout: timeout, json: json, logDirectory: logDirectory,
@@ -252,6 +262,10 @@ enum BenchPipelineCommand {
             members["worker_cpu_us_per_terminal_receipt"] = microseconds(workerCPU.seconds, per: stages.count)
             members["bench_cpu_us_per_notification"] = microseconds(benchCPUSeconds, per: counts[.accepted] ?? 0)
             if let probe { members.merge(probe.json) { _, new in new } }
+            if let pairedBinary = environment.pairedExecutable {
+                members["paired"] = await pairedReport(environment, cpu: workerCPU, logs: logs, jobID: jobID, pairedBinary: pairedBinary,
+                                                       campaignAccepted: counts[.accepted] ?? 0)
+            }
             if !plan.isEmpty {
                 members["faults"] = record.json(duplicatesBound: bound)
                 members["duplicates_bound"] = .int(bound)
@@ -269,5 +283,36 @@ enum BenchPipelineCommand {
             Console.error("herald bench pipeline: \(error)")
             return 69
         }
+    }
+
+    /// Each side's CPU and accepted notifications (``BenchPipelinePairs``). A shard's last line is
+    /// logged just after its last receipts are produced: the logs are read again for up to 15 s
+    /// until every accepted notification of the campaign is found.
+    private static func pairedReport(_ environment: DevEnvironment, cpu: ProcessCPUMeter, logs: URL, jobID: String, pairedBinary: String,
+                                     campaignAccepted: Int) async -> JSONValue {
+        var a = BenchPipelinePairs.Side(binary: environment.workerExecutable ?? "this build")
+        var b = BenchPipelinePairs.Side(binary: pairedBinary)
+        let deadline = ContinuousClock.now + .seconds(15)
+        repeat {
+            a.accepted = 0
+            b.accepted = 0
+            a.cpuSeconds = 0
+            b.cpuSeconds = 0
+            for (offset, worker) in environment.workers.enumerated() {
+                let index = offset + 1
+                let log = (try? String(contentsOf: logs.appendingPathComponent("worker-\(index).log"), encoding: .utf8)) ?? ""
+                let accepted = BenchPipelinePairs.accepted(log: log, jobID: jobID)
+                if BenchPipelinePairs.runsPaired(index) {
+                    b.accepted += accepted
+                    b.cpuSeconds += cpu.seconds(of: worker.pid)
+                } else {
+                    a.accepted += accepted
+                    a.cpuSeconds += cpu.seconds(of: worker.pid)
+                }
+            }
+            if a.accepted + b.accepted >= campaignAccepted { break }
+            try? await Task.sleep(for: .milliseconds(500))
+        } while ContinuousClock.now < deadline
+        return BenchPipelinePairs.json(a, b, campaignAccepted: campaignAccepted)
     }
 }

@@ -32,6 +32,11 @@ struct ProcessCPUMeter {
         }
     }
 
+    /// CPU seconds `pid` spent since the start.
+    func seconds(of pid: pid_t) -> Double {
+        max(0, (latest[pid] ?? 0) - (baseline[pid] ?? 0))
+    }
+
     /// CPU seconds spent since the start, all processes together.
     var seconds: Double {
         latest.reduce(0) { $0 + max(0, $1.value - (baseline[$1.key] ?? 0)) }

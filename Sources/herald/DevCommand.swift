@@ -93,6 +93,8 @@ final class DevEnvironment: @unchecked Sendable {
     let topics = WorkerConfiguration.Topics()
     /// The `herald` binary the workers run: this one unless set (a bench comparing builds).
     var workerExecutable: String?
+    /// The binary the even-numbered workers run instead (`herald bench pipeline --paired-binary`).
+    var pairedExecutable: String?
 
     func say(_ line: String) {
         print(line)
@@ -260,9 +262,10 @@ final class DevEnvironment: @unchecked Sendable {
     }
 
     private func spawnWorker(directory: URL) throws -> (DevChild, URL, Int, Int) {
-        let executable = workerExecutable.map { URL(fileURLWithPath: $0) } ?? URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         return try workerLock.withLock {
             let index = workerList.count + 1
+            let chosen = BenchPipelinePairs.runsPaired(index) ? pairedExecutable ?? workerExecutable : workerExecutable
+            let executable = chosen.map { URL(fileURLWithPath: $0) } ?? URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
             let log = directory.appendingPathComponent("worker-\(index).log")
             var variables = workerBase ?? [:]
             variables["HERALD_WORKER_ID"] = "dev-worker-\(index)"
