@@ -55,14 +55,9 @@ final class ReceiptPublisher: Sendable {
     /// Publishes receipts, one JSON object per message: device receipts keyed by subscription
     /// id, job-level events by job id (docs/ARCHITECTURE.md).
     func publish(_ receipts: [Receipt]) async throws(PublishError) {
-        // By index: `map` copies each receipt out (a retain of each of its strings).
-        var messages: [KafkaProducerMessage] = []
-        messages.reserveCapacity(receipts.count)
-        for index in receipts.indices {
-            messages.append(KafkaProducerMessage(topic: topics.results, key: Array(receipts[index].messageKey.utf8),
-                                                 value: receipts[index].serializedBytes()))
-        }
-        try await send(messages)
+        try await send(receipts.map { receipt in
+            KafkaProducerMessage(topic: topics.results, key: Array(receipt.messageKey.utf8), value: receipt.serializedBytes())
+        })
     }
 
     /// Produces shard messages (key `job_id/shard_no`) to the campaign or urgent shard topic.
