@@ -73,7 +73,7 @@ import HeraldHTTP2
             for _ in 0..<50 { inbox.post(.tick) }
             inbox.take(into: &batch)
             #expect(batch.count == 50)
-            if round >= 2 { batch.withUnsafeBufferPointer { storages.insert(UInt(bitPattern: $0.baseAddress)) } }
+            if round >= 2 { _ = batch.withUnsafeBufferPointer { storages.insert(UInt(bitPattern: $0.baseAddress)) } }
             batch.removeAll(keepingCapacity: true)
         }
         #expect(storages.count == 2)
