@@ -13,10 +13,6 @@ protocol EventHandler: AnyObject {
 /// Every connection belongs to one loop and is touched only on that loop's thread, so connection
 /// state needs no locks. Other threads hand work over with ``execute(_:)``.
 ///
-/// A loop is also a `TaskExecutor`: a task that prefers it (`withTaskExecutorPreference`) runs
-/// its jobs on the loop's thread, between the loop's I/O, so it can call the clients of the loop's
-/// connections without a hop and their completions reach it on the same thread.
-///
 /// `@unchecked Sendable`: the mutable state below `// loop thread only` is touched only on the
 /// loop's own thread; the task queue is behind a `Mutex`.
 public final class EventLoop: @unchecked Sendable {
@@ -24,23 +20,7 @@ public final class EventLoop: @unchecked Sendable {
     public let clock: any LoopClock
     private let epoll: Int32
     private let wakeFD: Int32
-    private struct Queue {
-        var tasks: [@Sendable () -> Void] = []
-        /// Swift tasks' jobs enqueued on this loop as their executor.
-        var jobs: [UnownedJob] = []
-        var sleeping = false
-        var isEmpty: Bool { tasks.isEmpty && jobs.isEmpty }
-
-        /// Whether an enqueue must wake the loop: only a sleeping loop needs the eventfd, a busy
-        /// one drains the queue before it sleeps.
-        mutating func wake() -> Bool {
-            guard sleeping else { return false }
-            sleeping = false
-            return true
-        }
-    }
-
-    private let tasks = Mutex(Queue())
+    private let tasks = Mutex<(queue: [@Sendable () -> Void], sleeping: Bool)>(([], false))
     private let stopFlag = Atomic<Bool>(false)
     private let threadID = Atomic<UInt>(0)
     private let name: String
@@ -50,9 +30,6 @@ public final class EventLoop: @unchecked Sendable {
     private var timers = TimerHeap()
     private var nextTimerID: UInt64 = 1
     private var endOfIteration: [() -> Void] = []
-    /// The jobs being run, swapped with the queue's: two buffers alternate, so enqueuing a job
-    /// allocates nothing once both have grown.
-    private var runningJobs: [UnownedJob] = []
 
     /// Creates and starts a loop on a new thread.
     /// Iterations of the loop so far: it goes round at least once a second even when idle, so a
@@ -97,15 +74,18 @@ public final class EventLoop: @unchecked Sendable {
     /// Runs `task` on the loop's thread (soon; in order with other executed tasks).
     public func execute(_ task: @escaping @Sendable () -> Void) {
         let wake = tasks.withLock { state -> Bool in
-            state.tasks.append(task)
-            return state.wake()
+            state.queue.append(task)
+            // Only a sleeping loop needs the eventfd: a busy one drains the queue before sleeping.
+            if state.sleeping {
+                state.sleeping = false
+                return true
+            }
+            return false
         }
-        if wake { wakeUp() }
-    }
-
-    private func wakeUp() {
-        var one: UInt64 = 1
-        _ = Glibc.write(wakeFD, &one, 8)
+        if wake {
+            var one: UInt64 = 1
+            _ = Glibc.write(wakeFD, &one, 8)
+        }
     }
 
     /// Stops the loop after the current iteration. Sockets still registered are not closed.
@@ -220,7 +200,7 @@ public final class EventLoop: @unchecked Sendable {
                 timeout = next <= now ? 0 : Int32(min(UInt64(1000), (next - now + 999_999) / 1_000_000))
             }
             let mayBlock = tasks.withLock { state -> Bool in
-                if state.isEmpty {
+                if state.queue.isEmpty {
                     state.sleeping = true
                     return true
                 }
@@ -244,36 +224,16 @@ public final class EventLoop: @unchecked Sendable {
         close(wakeFD)
     }
 
-    /// Runs the executed tasks until none is left, then the jobs enqueued so far: jobs run one
-    /// round per iteration, so a task that is woken again and again by the loop's own answers
-    /// cannot keep the loop from its sockets.
     private func runTasks() {
         while true {
             let batch = tasks.withLock { state -> [@Sendable () -> Void] in
-                let batch = state.tasks
-                state.tasks.removeAll(keepingCapacity: true)
+                let batch = state.queue
+                state.queue.removeAll(keepingCapacity: true)
                 return batch
             }
-            if batch.isEmpty { break }
+            if batch.isEmpty { return }
             for task in batch { task() }
         }
-        tasks.withLock { swap(&$0.jobs, &runningJobs) }
-        guard !runningJobs.isEmpty else { return }
-        let executor = asUnownedTaskExecutor()
-        for job in runningJobs { job.runSynchronously(on: executor) }
-        runningJobs.removeAll(keepingCapacity: true)
-    }
-}
-
-extension EventLoop: TaskExecutor {
-    /// Runs `job` on the loop's thread, after the executed tasks of its next iteration.
-    public func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        let wake = tasks.withLock { state -> Bool in
-            state.jobs.append(job)
-            return state.wake()
-        }
-        if wake { wakeUp() }
     }
 }
 

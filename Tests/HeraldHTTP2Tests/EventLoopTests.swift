@@ -89,48 +89,4 @@ final class ManualLoopClock: LoopClock {
         }
         #expect(order == ["task accepted the deferral", "deferred"])
     }
-
-    /// A task that prefers the loop as its executor runs on the loop's thread, and comes back to
-    /// it after a suspension resumed from another thread.
-    @Test func aTaskPreferringTheLoopRunsOnItsThreadAcrossSuspensions() async throws {
-        let loop = try EventLoop()
-        defer { loop.shutdown() }
-        let seen: [Bool] = await withTaskExecutorPreference(loop) {
-            var seen = [loop.inEventLoop]
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                Thread.detachNewThread { continuation.resume() }
-            }
-            seen.append(loop.inEventLoop)
-            try? await Task.sleep(for: .milliseconds(5))
-            seen.append(loop.inEventLoop)
-            return seen
-        }
-        #expect(seen == [true, true, true])
-        #expect(!loop.inEventLoop)
-    }
-
-    /// A task on the loop that yields again and again leaves the loop's other work its turn:
-    /// jobs run one round per iteration, so an executed task and a timer still run while it spins.
-    @Test func aTaskThatKeepsYieldingDoesNotStarveTheLoop() async throws {
-        let loop = try EventLoop()
-        defer { loop.shutdown() }
-        let stop = Atomic<Bool>(false)
-        let spinner = Task(executorPreference: loop) {
-            var rounds = 0
-            while !stop.load(ordering: .relaxed) {
-                await Task.yield()
-                rounds += 1
-            }
-            return rounds
-        }
-        let ran: Bool = await withCheckedContinuation { continuation in
-            loop.execute {
-                loop.scheduleTimer(afterNanoseconds: 1_000_000) { continuation.resume(returning: true) }
-            }
-        }
-        stop.store(true, ordering: .relaxed)
-        let rounds = await spinner.value
-        #expect(ran)
-        #expect(rounds > 0)
-    }
 }
