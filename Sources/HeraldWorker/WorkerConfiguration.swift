@@ -63,8 +63,9 @@ public struct WorkerConfiguration: Sendable {
     /// (largest share of unregistered answers acted on, default 0.2).
     var invalidationWindow: Int = 200
     var invalidationThreshold: Double = 0.2
-    /// `HERALD_EVENT_LOOPS`: threads for provider connections, default 2.
-    var eventLoops: Int = 2
+    /// `HERALD_EVENT_LOOPS`: threads for provider connections, default 1 (one loop carries the
+    /// connections of a worker of about three cores: they are about a third of its CPU).
+    var eventLoops: Int = 1
     /// `HERALD_LOG_LEVEL`: debug, info (default), warning, error.
     var logLevel: WorkerLog.Level = .info
     /// `HERALD_APNS_RATE_PER_MINUTE` (default none) and `HERALD_FCM_RATE_PER_MINUTE` (default
@@ -164,7 +165,7 @@ public struct WorkerConfiguration: Sendable {
             }
             invalidationThreshold = value
         }
-        eventLoops = try integer("HERALD_EVENT_LOOPS", 1...64, default: 2)
+        eventLoops = try integer("HERALD_EVENT_LOOPS", 1...64, default: 1)
         let apnsCeiling = try integer("HERALD_APNS_RATE_PER_MINUTE", 0...1_000_000_000, default: 0)
         providerCeilings.apnsPerMinute = apnsCeiling == 0 ? nil : Int64(apnsCeiling)
         let fcmCeiling = try integer("HERALD_FCM_RATE_PER_MINUTE", 0...1_000_000_000, default: 600_000)

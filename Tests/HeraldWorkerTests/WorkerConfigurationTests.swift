@@ -61,6 +61,7 @@ import Testing
         #expect(configuration.shardConcurrency == 4)
         #expect(configuration.jobConcurrency == 16)
         #expect(configuration.shard.window == 256)
+        #expect(configuration.eventLoops == 1)
         #expect(configuration.shard.retry == RetryPolicy())
         #expect(configuration.shard.retry.maximumAttempts == 8)
         #expect(configuration.shard.retry.maximumAgeSeconds == 86_400)
