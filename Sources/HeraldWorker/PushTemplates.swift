@@ -107,22 +107,25 @@ final class PushTemplates {
     }
 
     /// Whether `value` can be spliced into JSON as it is, at any depth: `[A-Za-z0-9_:.-]`.
-    /// (Asked of every device's id and token: the bytes are read in place and tested by range,
-    /// with no table behind a lazy global.)
+    /// (Asked of every device's id and token: the bytes are read in place and each is tested
+    /// against a 128-bit mask without a branch; a table behind a lazy global, or a `switch` of
+    /// ranges, cost 3% of a shard run's CPU.)
     static func splicable(_ value: String) -> Bool {
         value.withUTF8Bytes { bytes in
+            var allowed: UInt64 = 1
             for byte in bytes {
-                switch byte {
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                     UInt8(ascii: "0")...UInt8(ascii: ":"), UInt8(ascii: "-")...UInt8(ascii: "."), UInt8(ascii: "_"):
-                    continue
-                default:
-                    return false
-                }
+                let mask = byte & 0x40 == 0 ? Self.splicableBelow64 : Self.splicableFrom64
+                // Bytes from 128 up (UTF-8 beyond ASCII) are never allowed.
+                allowed &= (mask >> UInt64(byte & 0x3f)) & UInt64(1 &- (byte >> 7))
             }
-            return true
+            return allowed == 1
         }
     }
+
+    /// Bit `b` set: byte `b` (0–63) is `-`, `.`, a digit or `:` (literals, so no lazy global).
+    static let splicableBelow64: UInt64 = 0x07ff600000000000
+    /// Bit `b` set: byte `64 + b` is a letter or `_`.
+    static let splicableFrom64: UInt64 = 0x07fffffe87fffffe
 
     /// A marker of `length` bytes from nonce `index`.
     func marker(_ index: Int, length: Int) -> String {
