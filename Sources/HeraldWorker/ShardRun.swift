@@ -243,10 +243,10 @@ final class ShardRun {
     /// Waits for the next batch of answers (a tick arrives every 250 ms) and handles it.
     private func handleNext() async throws {
         submit()
-        var items = batch
-        batch = []
+        var items: [SendInbox.Item] = []  // swapped, not assigned: a second reference makes `handleBatch` copy the batch
+        swap(&items, &batch)
         await inbox.next(into: &items)
-        batch = items
+        swap(&items, &batch)
         try await handleBatch()
     }
 
