@@ -92,22 +92,23 @@ public final class APNsClient: Sendable {
         request(for: notification, authorization: bearer.map { "bearer " + $0 })
     }
 
-    /// The request, with `authorization` as the header's whole value (`bearer <token>`).
+    /// The request, with `authorization` as the header's whole value (`bearer <token>`). Its
+    /// fields are written straight into the request's header block (no array of fields, no
+    /// string for the path): one of these is made for every notification.
     func request(for notification: APNsNotification, authorization: String?) -> HTTP2Request {
-        var headers: [HeaderField] = []
-        headers.reserveCapacity(8)
-        if let authorization { headers.append(HeaderField("authorization", authorization)) }
-        // Unique per request: indexed, it would only churn both ends' HPACK tables (an entry
-        // allocated, copied and evicted per request on each side).
-        headers.append(HeaderField("apns-id", notification.apnsID, neverIndex: true))
-        headers.append(HeaderField("apns-push-type", notification.pushType.rawValue))
-        headers.append(HeaderField("apns-topic", notification.pushType.topic(bundleID: configuration.bundleID)))
-        headers.append(HeaderField("apns-priority", String(notification.priority)))
-        if let expiration = notification.expiration { headers.append(HeaderField("apns-expiration", String(max(0, expiration)))) }
-        if let collapseID = notification.collapseID { headers.append(HeaderField("apns-collapse-id", collapseID)) }
-        headers.append(HeaderField("content-type", "application/json"))
-        return HTTP2Request(path: "/3/device/\(notification.deviceToken)", headers: headers, body: notification.payload,
-                            timeoutNanoseconds: configuration.requestTimeoutNanoseconds)
+        HTTP2Request(pathPrefix: "/3/device/", pathSuffix: notification.deviceToken, body: notification.payload,
+                     timeoutNanoseconds: configuration.requestTimeoutNanoseconds) { fields in
+            if let authorization { fields.add("authorization", authorization) }
+            // Unique per request: indexed, it would only churn both ends' HPACK tables (an entry
+            // allocated, copied and evicted per request on each side).
+            fields.add("apns-id", notification.apnsID, neverIndex: true)
+            fields.add("apns-push-type", notification.pushType.rawValue)
+            fields.add("apns-topic", notification.pushType.topic(bundleID: configuration.bundleID))
+            fields.add("apns-priority", Int64(notification.priority))
+            if let expiration = notification.expiration { fields.add("apns-expiration", max(0, expiration)) }
+            if let collapseID = notification.collapseID { fields.add("apns-collapse-id", collapseID) }
+            fields.add("content-type", "application/json")
+        }
     }
 
     /// Sends one notification. On `ExpiredProviderToken` the shared token is refreshed and the

@@ -86,9 +86,10 @@ public final class FCMClient: Sendable {
     }
 
     private func request(body: [UInt8], token: FCMAccessTokenSource.AccessToken) -> HTTP2Request {
-        HTTP2Request(path: sendPath, headers: [
-            HeaderField("authorization", token.authorization), HeaderField("content-type", "application/json; charset=UTF-8"),
-        ], body: body, timeoutNanoseconds: timeoutNanoseconds)
+        HTTP2Request(pathPrefix: sendPath, pathSuffix: "", body: body, timeoutNanoseconds: timeoutNanoseconds) { fields in
+            fields.add("authorization", token.authorization)
+            fields.add("content-type", "application/json; charset=UTF-8")
+        }
     }
 
     /// A 401 without an FCM error code: the access token itself was refused.

@@ -1,24 +1,88 @@
 /// An HTTP/2 request. Pseudo-headers `:scheme` and `:authority` come from the client's origin.
+///
+/// The header block laid out for nghttp2 (``EncodedHeaderBlock``) is the request's one copy of
+/// its method, path and header fields: `method`, `path` and `headers` read it, and setting one
+/// lays it out again. A request sent many times is laid out once (copies share the block).
 public struct HTTP2Request: Sendable {
-    public var method: String { didSet { encoded = EncodedHeaderBlock(method: method, path: path, headers: headers) } }
-    public var path: String { didSet { encoded = EncodedHeaderBlock(method: method, path: path, headers: headers) } }
+    public var method: String {
+        get { encoded.pseudoHeader(at: 0) }
+        set { encoded = EncodedHeaderBlock(method: newValue, path: path, headers: headers) }
+    }
+    public var path: String {
+        get { encoded.pseudoHeader(at: 1) }
+        set { encoded = EncodedHeaderBlock(method: method, path: newValue, headers: headers) }
+    }
     /// Request headers (lower-case names).
-    public var headers: [HeaderField] { didSet { encoded = EncodedHeaderBlock(method: method, path: path, headers: headers) } }
+    public var headers: [HeaderField] {
+        get { encoded.regularFields }
+        set { encoded = EncodedHeaderBlock(method: method, path: path, headers: newValue) }
+    }
     public var body: [UInt8]
-    /// The header block laid out once for nghttp2, shared by every copy of this request (a
-    /// request sent many times is encoded once).
+    /// `:method`, `:path` and the header fields, laid out for nghttp2.
     private(set) var encoded: EncodedHeaderBlock
     /// How long the request may take, waiting for a stream included (nanoseconds).
     public var timeoutNanoseconds: UInt64
 
     /// Creates a request.
     public init(method: String = "POST", path: String, headers: [HeaderField] = [], body: [UInt8] = [], timeoutNanoseconds: UInt64 = 30_000_000_000) {
-        self.method = method
-        self.path = path
-        self.headers = headers
         self.body = body
         self.encoded = EncodedHeaderBlock(method: method, path: path, headers: headers)
         self.timeoutNanoseconds = timeoutNanoseconds
+    }
+
+    /// Creates a request whose `:path` is `pathPrefix` followed by `pathSuffix` and whose header
+    /// fields `writeHeaders` writes straight into the header block: no array of fields and no
+    /// string per field or for the path (the provider clients' per-notification requests).
+    public init(method: String = "POST", pathPrefix: String, pathSuffix: String, body: [UInt8], timeoutNanoseconds: UInt64,
+                headers writeHeaders: (inout HTTP2HeaderWriter) -> Void) {
+        var writer = HTTP2HeaderWriter(method: method, pathPrefix: pathPrefix, pathSuffix: pathSuffix)
+        writeHeaders(&writer)
+        self.body = body
+        self.encoded = EncodedHeaderBlock(bytes: writer.bytes)
+        self.timeoutNanoseconds = timeoutNanoseconds
+    }
+}
+
+/// Writes a request's header fields into its header block (``HTTP2Request/init(method:pathPrefix:pathSuffix:body:timeoutNanoseconds:headers:)``).
+public struct HTTP2HeaderWriter {
+    fileprivate var bytes: [UInt8] = []
+
+    fileprivate init(method: String, pathPrefix: String, pathSuffix: String) {
+        // A provider request's block (a bearer token, an id, a few short fields) fits: one allocation.
+        bytes.reserveCapacity(640)
+        EncodedHeaderBlock.add(":method", method, neverIndex: false, to: &bytes)
+        // `:path` is never indexed: it carries device tokens.
+        EncodedHeaderBlock.appendLengths(name: 5, value: pathPrefix.utf8.count + pathSuffix.utf8.count, neverIndex: true, to: &bytes)
+        bytes.appendUTF8(":path")
+        bytes.appendUTF8(pathPrefix)
+        bytes.appendUTF8(pathSuffix)
+    }
+
+    /// Adds a field (lower-case `name`); `neverIndex`: kept out of both ends' HPACK tables.
+    public mutating func add(_ name: String, _ value: String, neverIndex: Bool = false) {
+        EncodedHeaderBlock.add(name, value, neverIndex: neverIndex, to: &bytes)
+    }
+
+    /// Adds a field whose value is `value` in decimal.
+    public mutating func add(_ name: String, _ value: Int64) {
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for any Int64
+        let count = withUnsafeMutableBytes(of: &digits) { buffer in
+            var magnitude = value.magnitude
+            var end = buffer.count
+            repeat {
+                end -= 1
+                buffer[end] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            if value < 0 {
+                end -= 1
+                buffer[end] = UInt8(ascii: "-")
+            }
+            return buffer.count - end
+        }
+        EncodedHeaderBlock.appendLengths(name: name.utf8.count, value: count, neverIndex: false, to: &bytes)
+        bytes.appendUTF8(name)
+        withUnsafeBytes(of: &digits) { bytes.append(contentsOf: $0[($0.count - count)...]) }
     }
 }
 
@@ -121,6 +185,11 @@ struct EncodedHeaderBlock: Sendable {
         let neverIndex: Bool
     }
 
+    /// Bytes laid out as above.
+    init(bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
     /// `:method`, `:path` (never indexed: it carries device tokens) and `headers`.
     init(method: String, path: String, headers: [HeaderField]) {
         var bytes: [UInt8] = []
@@ -143,12 +212,43 @@ struct EncodedHeaderBlock: Sendable {
         self.bytes = bytes
     }
 
-    private static func add(_ name: String, _ value: String, neverIndex: Bool, to bytes: inout [UInt8]) {
-        bytes.append(neverIndex ? 1 : 0)
-        withUnsafeBytes(of: UInt32(truncatingIfNeeded: name.utf8.count).littleEndian) { bytes.append(contentsOf: $0) }
-        withUnsafeBytes(of: UInt32(truncatingIfNeeded: value.utf8.count).littleEndian) { bytes.append(contentsOf: $0) }
+    static func add(_ name: String, _ value: String, neverIndex: Bool, to bytes: inout [UInt8]) {
+        appendLengths(name: name.utf8.count, value: value.utf8.count, neverIndex: neverIndex, to: &bytes)
         bytes.appendUTF8(name)
         bytes.appendUTF8(value)
+    }
+
+    /// A field's flag byte and lengths, which its name and value follow.
+    static func appendLengths(name: Int, value: Int, neverIndex: Bool, to bytes: inout [UInt8]) {
+        bytes.append(neverIndex ? 1 : 0)
+        withUnsafeBytes(of: UInt32(truncatingIfNeeded: name).littleEndian) { bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: UInt32(truncatingIfNeeded: value).littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    /// The value of the field at `index` (0 `:method`, 1 `:path`), or "" when there is none.
+    func pseudoHeader(at index: Int) -> String {
+        var found = ""
+        var seen = 0
+        forEachField { field in
+            if seen == index { found = string(field.valueStart, field.valueLength) }
+            seen += 1
+        }
+        return found
+    }
+
+    /// Every field after `:method` and `:path`, in order.
+    var regularFields: [HeaderField] {
+        var fields: [HeaderField] = []
+        var seen = 0
+        forEachField { field in
+            if seen >= 2 { fields.append(HeaderField(string(field.nameStart, field.nameLength), string(field.valueStart, field.valueLength), neverIndex: field.neverIndex)) }
+            seen += 1
+        }
+        return fields
+    }
+
+    private func string(_ start: Int, _ count: Int) -> String {
+        String(decoding: bytes[start..<(start + count)], as: UTF8.self)
     }
 
     /// Calls `body` with each field's place, in order.
