@@ -76,6 +76,11 @@ public final class HTTP2Server: @unchecked Sendable {
         /// none. The simulators send IMF-fixdate as Apple's and Google's servers do (`HTTPDate`),
         /// optionally skewed for `herald doctor`'s clock check. Called at most once a second.
         public var dateHeader: (@Sendable (Int64) -> String)?
+        /// Bytes read from one connection before the loop turns to its other connections (nil:
+        /// all there is). A client with thousands of requests queued on one connection must not
+        /// hold a request on another connection behind all of them: a provider's front end
+        /// answers an idle connection's request without reading every other connection first.
+        public var readBudgetBytes: Int? = 16 * 1024
 
         /// Creates a configuration.
         public init(host: String = "127.0.0.1", port: Int = 0) {
@@ -194,6 +199,7 @@ public final class HTTP2ServerConnection: HTTP2Transport {
         self.handler = handler
         self.maxConcurrentStreams = configuration.maxConcurrentStreams
         super.init(loop: loop, fd: fd, tls: tls, connecting: false)
+        readBudget = configuration.readBudgetBytes
     }
 
     /// Keeps the connection alive while its socket is open (the loop holds handlers strongly,

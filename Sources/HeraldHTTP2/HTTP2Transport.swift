@@ -32,6 +32,10 @@ public class HTTP2Transport: EventHandler {
     private var halfClosed = false
     /// When anything was last read or written (monotonic ns), for idle PINGs.
     var lastActivity: UInt64
+    /// Bytes one readiness event reads before the loop moves on to its other connections (nil:
+    /// everything there is). The rest is read on the loop's next turn: epoll is level-triggered,
+    /// and reading stops only when OpenSSL holds nothing decrypted.
+    var readBudget: Int?
 
     init(loop: EventLoop, fd: Int32, tls: TLSStream, connecting: Bool) {
         self.loop = loop
@@ -125,6 +129,7 @@ public class HTTP2Transport: EventHandler {
 
     private func readAvailable() {
         guard let session else { return }
+        var read = 0
         while state == .active {
             let progress: TLSStream.Progress
             let count: Int
@@ -142,6 +147,8 @@ public class HTTP2Transport: EventHandler {
                     close(HTTP2Error(.protocolError, "HTTP/2 protocol error: \(String(cString: nghttp2_strerror(Int32(consumed))))"))
                     return
                 }
+                read += count
+                if let readBudget, read >= readBudget, tls.pendingBytes == 0 { return }
                 continue
             }
             switch progress {

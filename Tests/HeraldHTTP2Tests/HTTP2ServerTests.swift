@@ -62,6 +62,44 @@ import Testing
         #expect(served.count.load(ordering: .relaxed) == 0)
         client.shutdown()
     }
+
+    /// A request on an idle connection is not held behind another connection's backlog: the
+    /// server reads `readBudgetBytes` from one connection, then turns to the others. Without the
+    /// budget the one loop reads the busy connection until its socket is empty, so the idle
+    /// connection's request waits for most of the thousand requests (100 µs of work each).
+    @Test func anIdleConnectionIsNotHeldBehindAnotherConnectionsBacklog() async throws {
+        let backlog = Backlog()
+        let peer = try HTTP2TestPeer { request in
+            if request.path == "/slow" {
+                let until = ContinuousClock.now + .microseconds(100)
+                while ContinuousClock.now < until {}
+                backlog.slow.add(1, ordering: .relaxed)
+            } else if request.path == "/idle" {
+                backlog.slowBeforeIdle.store(backlog.slow.load(ordering: .relaxed), ordering: .relaxed)
+            }
+            request.respond(status: 200)
+        }
+        let busy = try peer.client()
+        let idle = try peer.client()
+        #expect(try await busy.send(HTTP2Request(method: "GET", path: "/")).status == 200)
+        #expect(try await idle.send(HTTP2Request(method: "GET", path: "/")).status == 200)
+        let body = [UInt8](repeating: 0x61, count: 1024)
+        for _ in 0..<1000 { busy.execute(HTTP2Request(path: "/slow", body: body)) { _ in backlog.answered.add(1, ordering: .relaxed) } }
+        while backlog.slow.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(try await idle.send(HTTP2Request(method: "GET", path: "/idle")).status == 200)
+        let before = backlog.slowBeforeIdle.load(ordering: .relaxed)
+        #expect(before >= 1 && before < 300, "the idle connection's request was read after \(before) of the busy connection's 1,000")
+        while backlog.answered.load(ordering: .relaxed) < 1000 { try await Task.sleep(for: .milliseconds(5)) }
+        busy.shutdown()
+        idle.shutdown()
+    }
+}
+
+/// What the backlog test's handler counts, on the server's loop.
+private final class Backlog: Sendable {
+    let slow = Atomic<Int>(0)
+    let slowBeforeIdle = Atomic<Int>(-1)
+    let answered = Atomic<Int>(0)
 }
 
 /// Requests the handler saw.
