@@ -63,26 +63,9 @@ public struct HTTP2HeaderWriter {
         EncodedHeaderBlock.add(name, value, neverIndex: neverIndex, to: &bytes)
     }
 
-    /// Adds a field whose value is `value` in decimal.
+    /// Adds a field whose value is `value` in decimal (a small string up to 15 digits: no allocation).
     public mutating func add(_ name: String, _ value: Int64) {
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for any Int64
-        let count = withUnsafeMutableBytes(of: &digits) { buffer in
-            var magnitude = value.magnitude
-            var end = buffer.count
-            repeat {
-                end -= 1
-                buffer[end] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-            } while magnitude > 0
-            if value < 0 {
-                end -= 1
-                buffer[end] = UInt8(ascii: "-")
-            }
-            return buffer.count - end
-        }
-        EncodedHeaderBlock.appendLengths(name: name.utf8.count, value: count, neverIndex: false, to: &bytes)
-        bytes.appendUTF8(name)
-        withUnsafeBytes(of: &digits) { bytes.append(contentsOf: $0[($0.count - count)...]) }
+        add(name, String(value))
     }
 }
 
