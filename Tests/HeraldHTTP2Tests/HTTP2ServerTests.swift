@@ -71,6 +71,13 @@ import Testing
         let backlog = Backlog()
         let peer = try HTTP2TestPeer { request in
             if request.path == "/slow" {
+                // The first one holds the server's loop until the idle request is on its socket,
+                // so what is read next does not depend on how busy the machine is.
+                if backlog.slow.load(ordering: .relaxed) == 0 {
+                    backlog.holding.store(true, ordering: .relaxed)
+                    let limit = ContinuousClock.now + .seconds(10)
+                    while !backlog.go.load(ordering: .relaxed) && ContinuousClock.now < limit {}
+                }
                 let until = ContinuousClock.now + .microseconds(100)
                 while ContinuousClock.now < until {}
                 backlog.slow.add(1, ordering: .relaxed)
@@ -85,8 +92,11 @@ import Testing
         #expect(try await idle.send(HTTP2Request(method: "GET", path: "/")).status == 200)
         let body = [UInt8](repeating: 0x61, count: 1024)
         for _ in 0..<1000 { busy.execute(HTTP2Request(path: "/slow", body: body)) { _ in backlog.answered.add(1, ordering: .relaxed) } }
-        while backlog.slow.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(1)) }
-        #expect(try await idle.send(HTTP2Request(method: "GET", path: "/idle")).status == 200)
+        while !backlog.holding.load(ordering: .relaxed) { try await Task.sleep(for: .milliseconds(1)) }
+        async let idleAnswer = idle.send(HTTP2Request(method: "GET", path: "/idle"))
+        try await Task.sleep(for: .milliseconds(500))
+        backlog.go.store(true, ordering: .relaxed)
+        #expect(try await idleAnswer.status == 200)
         let before = backlog.slowBeforeIdle.load(ordering: .relaxed)
         #expect(before >= 1 && before < 300, "the idle connection's request was read after \(before) of the busy connection's 1,000")
         while backlog.answered.load(ordering: .relaxed) < 1000 { try await Task.sleep(for: .milliseconds(5)) }
@@ -100,6 +110,8 @@ private final class Backlog: Sendable {
     let slow = Atomic<Int>(0)
     let slowBeforeIdle = Atomic<Int>(-1)
     let answered = Atomic<Int>(0)
+    let holding = Atomic<Bool>(false)
+    let go = Atomic<Bool>(false)
 }
 
 /// Requests the handler saw.
