@@ -6,6 +6,8 @@ import HeraldHTTP2
 final class HTTP2TestPeer: @unchecked Sendable {
     let authority: CertificateAuthority
     let caFile: String
+    /// The throwaway CA's directory, removed with the peer.
+    private let directory: URL
     let serverGroup: EventLoopGroup
     let server: HTTP2Server
     let clientLoop: EventLoop
@@ -15,7 +17,7 @@ final class HTTP2TestPeer: @unchecked Sendable {
     init(maxConcurrentStreams: UInt32 = 1000, requestClientCertificates: Bool = false, clientClock: any LoopClock = SystemLoopClock(),
          onConnection: (@Sendable (HTTP2ServerConnection) -> Void)? = nil, handler: @escaping HTTP2RequestHandler) throws {
         authority = try CertificateAuthority.generate()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-h2-\(UUID().uuidString)")
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-h2-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         caFile = directory.appendingPathComponent("ca.pem").path
         try authority.caCertificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
@@ -44,5 +46,6 @@ final class HTTP2TestPeer: @unchecked Sendable {
         server.stop()
         serverGroup.shutdown()
         clientLoop.shutdown()
+        try? FileManager.default.removeItem(at: directory)
     }
 }

@@ -18,6 +18,8 @@ final class RawHTTP2Peer: @unchecked Sendable {
     let authority: CertificateAuthority
     let caFile: String
     let port: Int
+    /// The throwaway CA's directory, removed with the peer.
+    private let directory: URL
     private let listener: Int32
     private let received = Mutex<[Frame]>([])
     private let stopped = Atomic<Bool>(false)
@@ -26,7 +28,7 @@ final class RawHTTP2Peer: @unchecked Sendable {
     /// `onRequest`: frames sent when the client opens stream `id`.
     init(initial: [UInt8], onRequest: @escaping @Sendable (UInt32) -> [UInt8]) throws {
         authority = try CertificateAuthority.generate()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-raw-h2-\(UUID().uuidString)")
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-raw-h2-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         caFile = directory.appendingPathComponent("ca.pem").path
         try authority.caCertificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
@@ -44,10 +46,16 @@ final class RawHTTP2Peer: @unchecked Sendable {
         listener = fd
         port = Int(UInt16(bigEndian: address.sin_port))
         let listener = self.listener
-        Thread { [self] in
-            while !stopped.load(ordering: .acquiring) {
+        // Weak: the accept loop must not keep the peer alive, or its deinit (which ends the loop)
+        // never runs. A connection being served holds it until the connection closes.
+        Thread { [weak self] in
+            while true {
                 let fd = accept(listener, nil, nil)
                 if fd < 0 { return }
+                guard let self, !self.stopped.load(ordering: .acquiring) else {
+                    Glibc.close(fd)
+                    return
+                }
                 Thread { [self] in serve(fd, tls: tls, initial: initial, onRequest: onRequest) }.start()
             }
         }.start()
@@ -98,6 +106,7 @@ final class RawHTTP2Peer: @unchecked Sendable {
         stopped.store(true, ordering: .releasing)
         shutdown(listener, Int32(SHUT_RDWR))
         Glibc.close(listener)
+        try? FileManager.default.removeItem(at: directory)
     }
 
     // MARK: Frames
