@@ -2,7 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldCrypto
 import HeraldHTTP2
-import HeraldSim
+@testable import HeraldSim
 import Testing
 
 @Suite(.timeLimit(.minutes(2))) struct APNsSimulatorTests {
@@ -53,6 +53,25 @@ import Testing
         #expect(response.header("apns-id") == id)
         let stats = fixture.simulator.apnsStats.snapshot
         #expect(stats.accepted == 1 && stats.deliveries[SimulatorFixture.deviceToken(1)] == 1 && stats.violations == 0)
+        client.shutdown()
+    }
+
+    @Test func makesUpARandomVersion4IDForARequestWithout() async throws {
+        var seen = Set<String>()
+        for _ in 0..<1000 {
+            let id = APNsSimulator.randomAPNsID()
+            #expect(Identifiers.isUUID(id) && id == id.lowercased())
+            let bytes = Array(id.utf8)
+            #expect(bytes[14] == UInt8(ascii: "4") && [UInt8(ascii: "8"), UInt8(ascii: "9"), UInt8(ascii: "a"), UInt8(ascii: "b")].contains(bytes[19]))
+            seen.insert(id)
+        }
+        #expect(seen.count == 1000)
+        // On the wire: a request without apns-id gets one back.
+        let fixture = try SimulatorFixture()
+        let client = try fixture.client(port: fixture.simulator.apnsPort)
+        let response = try await client.send(try fixture.apnsRequest(token: SimulatorFixture.deviceToken(1)))
+        #expect(response.status == 200)
+        #expect(response.header("apns-id").map(Identifiers.isUUID) == true)
         client.shutdown()
     }
 
