@@ -2,6 +2,37 @@ internal import CNghttp2
 internal import CLinux
 import Glibc
 public import HeraldCrypto
+import Synchronization
+
+/// A socket bound and listening before its server exists, for a caller that must know the port
+/// first (the FCM simulator names its port in the credentials its server's TLS is made from).
+/// Finding a free port, closing it and binding it again races every other socket on the machine
+/// for that port: a client's ephemeral port, another server's. Connections wait in the backlog
+/// until an ``HTTP2Server`` takes the socket (``HTTP2Server/Configuration/listener``); one that
+/// never does closes it.
+public final class HTTP2Listener: Sendable {
+    private let fd: Int32
+    /// The port it is bound to.
+    public let port: Int
+    private let adopted = Atomic<Bool>(false)
+
+    /// Binds `host`:`port` (0: any free port) and listens.
+    public init(host: String, port: Int = 0) throws(HTTP2Error) {
+        (fd, self.port) = try Socket.listen(host: host, port: port)
+    }
+
+    /// The socket, for the one server that serves it.
+    func adopt() throws(HTTP2Error) -> (fd: Int32, port: Int) {
+        guard !adopted.exchange(true, ordering: .acquiringAndReleasing) else {
+            throw HTTP2Error(.connectFailed, "the listener on port \(port) is already served")
+        }
+        return (fd, port)
+    }
+
+    deinit {
+        if !adopted.load(ordering: .acquiring) { Glibc.close(fd) }
+    }
+}
 
 /// A request as an ``HTTP2Server`` hands it to its handler.
 public final class HTTP2ServerRequest {
@@ -81,6 +112,9 @@ public final class HTTP2Server: @unchecked Sendable {
         /// hold a request on another connection behind all of them: a provider's front end
         /// answers an idle connection's request without reading every other connection first.
         public var readBudgetBytes: Int? = 16 * 1024
+        /// A socket already listening (``HTTP2Listener``) to serve, instead of binding `host` and
+        /// `port` in ``HTTP2Server/start()``.
+        public var listener: HTTP2Listener?
 
         /// Creates a configuration.
         public init(host: String = "127.0.0.1", port: Int = 0) {
@@ -109,10 +143,17 @@ public final class HTTP2Server: @unchecked Sendable {
         self.onConnection = onConnection
     }
 
-    /// Binds and starts accepting; returns the port.
+    /// Binds (or takes the configuration's ``Configuration/listener``) and starts accepting;
+    /// returns the port.
     @discardableResult
     public func start() throws(HTTP2Error) -> Int {
-        let (fd, port) = try Socket.listen(host: configuration.host, port: configuration.port)
+        let fd: Int32
+        let port: Int
+        if let listener = configuration.listener {
+            (fd, port) = try listener.adopt()
+        } else {
+            (fd, port) = try Socket.listen(host: configuration.host, port: configuration.port)
+        }
         self.port = port
         let listener = Listener(fd: fd, server: self)
         self.listener = listener

@@ -78,8 +78,10 @@ public final class Simulator: Sendable {
         var apnsServerConfiguration = HTTP2Server.Configuration(host: host, port: configuration.apnsPort)
         apnsServerConfiguration.maxConcurrentStreams = configuration.maxConcurrentStreams
         apnsServerConfiguration.dateHeader = { HTTPDate.format($0 + offset) }
-        let fcmPort = configuration.fcmPort != 0 ? configuration.fcmPort : try FreePort.find(on: listenAddress)
-        fcmServerConfiguration.port = fcmPort
+        if configuration.fcmPort == 0 {
+            fcmServerConfiguration.listener = try HTTP2Listener(host: host)
+        }
+        let fcmPort = fcmServerConfiguration.listener?.port ?? configuration.fcmPort
         credentials = try SimulatorCredentials.prepare(directory: configuration.stateDirectory, fcmPort: fcmPort,
                                                        publicHost: configuration.publicHost, certificateNames: configuration.certificateNames)
         let tls = try TLSContext(serverCertificatePEM: credentials.serverCertificatePEM, keyPEM: credentials.serverKeyPEM)
@@ -197,24 +199,5 @@ extension HTTP2ServerConnection {
         let state = SimulatorConnectionState()
         context = state
         return state
-    }
-}
-
-/// A TCP port nobody listens on now (bind to port 0, read it, close).
-enum FreePort {
-    static func find(on host: in_addr) throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw SimulatorCredentials.Failure(message: "socket failed") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr = host
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard bound else { throw SimulatorCredentials.Failure(message: "cannot find a free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }

@@ -67,6 +67,25 @@ import Testing
     /// server reads `readBudgetBytes` from one connection, then turns to the others. Without the
     /// budget the one loop reads the busy connection until its socket is empty, so the idle
     /// connection's request waits for most of the thousand requests (100 µs of work each).
+    /// A port learnt before the server is made stays this process's: bound and listening from
+    /// the start, served by one server only.
+    @Test func aListenerBoundAheadHoldsItsPortForTheServerThatTakesIt() async throws {
+        let listener = try HTTP2Listener(host: "127.0.0.1")
+        #expect(listener.port > 0)
+        #expect(throws: HTTP2Error.self) { try HTTP2Listener(host: "127.0.0.1", port: listener.port) }
+        let peer = try HTTP2TestPeer(listener: listener) { request in request.respond(status: 204, headers: []) }
+        #expect(peer.server.port == listener.port)
+        let client = try peer.client()
+        #expect(try await client.send(HTTP2Request(method: "GET", path: "/")).status == 204)
+        client.shutdown()
+        var configuration = HTTP2Server.Configuration()
+        configuration.listener = listener
+        let second = HTTP2Server(configuration: configuration,
+                                 tls: try TLSContext(serverCertificatePEM: peer.authority.serverCertificatePEM, keyPEM: peer.authority.serverKeyPEM),
+                                 group: peer.serverGroup) { request in request.respond(status: 500, headers: []) }
+        #expect(throws: HTTP2Error.self) { try second.start() }
+    }
+
     @Test func anIdleConnectionIsNotHeldBehindAnotherConnectionsBacklog() async throws {
         let backlog = Backlog()
         let peer = try HTTP2TestPeer { request in

@@ -14,7 +14,9 @@ final class HTTP2TestPeer: @unchecked Sendable {
 
     /// With `requestClientCertificates`, the server asks clients for a certificate its CA issued.
     /// `clientClock` is the client loop's clock (a ``ManualLoopClock`` to move time by hand).
+    /// `listener`: a socket bound ahead for the server to serve.
     init(maxConcurrentStreams: UInt32 = 1000, requestClientCertificates: Bool = false, clientClock: any LoopClock = SystemLoopClock(),
+         listener: HTTP2Listener? = nil,
          onConnection: (@Sendable (HTTP2ServerConnection) -> Void)? = nil, handler: @escaping HTTP2RequestHandler) throws {
         authority = try CertificateAuthority.generate()
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-h2-\(UUID().uuidString)")
@@ -24,6 +26,7 @@ final class HTTP2TestPeer: @unchecked Sendable {
         serverGroup = try EventLoopGroup(count: 1)
         var configuration = HTTP2Server.Configuration()
         configuration.maxConcurrentStreams = maxConcurrentStreams
+        configuration.listener = listener
         server = HTTP2Server(configuration: configuration,
                              tls: try TLSContext(serverCertificatePEM: authority.serverCertificatePEM, keyPEM: authority.serverKeyPEM,
                                                  clientCertificateAuthorityPEM: requestClientCertificates ? authority.caCertificatePEM : nil),
